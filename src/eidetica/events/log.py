@@ -1,0 +1,466 @@
+"""The log port, and the machinery every implementation shares.
+
+``EventLog`` is the port (a small abstract class). ``BatchLog`` implements it on top of
+two hooks a storage backend provides (write one record batch durably, load batches
+back), and owns what must behave identically everywhere: argument validation,
+``expected_version`` checks, idempotent appends by ``event_id``, group commit through
+one writer thread per partition, reads, and waiting for offsets.
+"""
+
+from __future__ import annotations
+
+import abc
+import bisect
+import queue
+import threading
+import time
+import uuid
+import zlib
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InvalidInput, WrongExpectedVersion
+from .envelope import (
+    ANY,
+    NO_STREAM,
+    STREAM_EXISTS,
+    NewEvent,
+    RecordedEvent,
+    Run,
+    batch_from_runs,
+    events_from_batch,
+    utcnow,
+    validate_append,
+)
+
+__all__ = ["EventLog", "BatchLog", "FsyncPolicy", "DEFAULT_MAX_PAYLOAD_BYTES"]
+
+FsyncPolicy = Literal["always", "batch", "never"]
+DEFAULT_MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
+
+
+class EventLog(abc.ABC):
+    """Port: an append-only, partitioned log of events grouped in versioned streams."""
+
+    partitions: int = 1
+
+    def partition_of(self, stream: str) -> int:
+        """The partition a stream lives in (stable across processes)."""
+        return zlib.crc32(stream.encode("utf-8")) % self.partitions
+
+    @abc.abstractmethod
+    def append(
+        self, stream: str, events: Sequence[NewEvent], expected_version: int = ANY
+    ) -> tuple[int, int]:
+        """Append events to a stream atomically; returns (first_offset, last_offset)."""
+
+    @abc.abstractmethod
+    def read_batches(self, from_offset: int = 0, *, partition: int = 0) -> Iterator[pa.RecordBatch]:
+        """Committed events from ``from_offset`` on, as Arrow record batches."""
+
+    @abc.abstractmethod
+    def read_stream(self, stream: str, from_version: int = 0) -> list[RecordedEvent]:
+        """A stream's events from ``from_version`` on, in version order."""
+
+    @abc.abstractmethod
+    def head(self, partition: int = 0) -> int:
+        """The offset the next event of a partition will get (== events committed)."""
+
+    @abc.abstractmethod
+    def stream_version(self, stream: str) -> int:
+        """A stream's last version, or ``NO_STREAM`` (-1) when it has no event."""
+
+    @abc.abstractmethod
+    def wait_for(self, offset: int, *, partition: int = 0, timeout: float | None = None) -> bool:
+        """Block until the event at ``offset`` is committed; False on timeout."""
+
+    def read(
+        self, from_offset: int = 0, limit: int | None = None, *, partition: int = 0
+    ) -> list[RecordedEvent]:
+        """Committed events from ``from_offset`` on (at most ``limit``), as envelopes."""
+        if limit is not None and limit < 0:
+            raise InvalidInput("limit", "must be >= 0", limit)
+        out: list[RecordedEvent] = []
+        for batch in self.read_batches(from_offset, partition=partition):
+            if limit is not None:
+                batch = batch.slice(0, limit - len(out))
+            out.extend(events_from_batch(batch))
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def subscribe(
+        self,
+        from_offset: int = 0,
+        *,
+        partition: int = 0,
+        stop: threading.Event | None = None,
+        poll_seconds: float = 0.2,
+    ) -> Iterator[RecordedEvent]:
+        """Follow a partition: yield events from ``from_offset`` on, waiting for new ones."""
+        pos = from_offset
+        while not (stop is not None and stop.is_set()) and not self.closed:
+            for batch in self.read_batches(pos, partition=partition):
+                for ev in events_from_batch(batch):
+                    yield ev
+                    pos = ev.offset + 1
+            self.wait_for(pos, partition=partition, timeout=poll_seconds)
+
+    closed: bool = False
+
+    def close(self) -> None:
+        """Release files and threads; the log is unusable afterwards."""
+        self.closed = True
+
+    def __enter__(self) -> "EventLog":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+@dataclass
+class _Request:
+    stream: str
+    events: list[NewEvent]
+    expected: int
+    done: threading.Event = field(default_factory=threading.Event)
+    result: tuple[int, int] | None = None
+    error: BaseException | None = None
+
+
+@dataclass
+class _BatchEntry:
+    first: int
+    count: int
+    locator: Any
+
+
+class _Partition:
+    """What one partition knows: offsets, stream versions, event ids, and its batches."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.next_offset = 0
+        self.versions: dict[str, int] = {}
+        self.ids: dict[int, int] = {}  # uuid.int -> offset: idempotent appends
+        self.stream_offsets: dict[str, array] = {}
+        self.batches: list[_BatchEntry] = []
+        self.firsts: list[int] = []
+        self.cond = threading.Condition()
+        self.queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
+        self.writer: threading.Thread | None = None
+        self.active = 0  # callers inside append(): how many requests a group may wait for
+        self.active_lock = threading.Lock()
+
+    def record(self, runs: list[tuple[str, int, int, list[int]]], locator: Any) -> None:
+        """Fold one committed batch, as (stream, first_offset, first_version, ids) runs."""
+        for stream, first, version, ids in runs:
+            n = len(ids)
+            self.ids.update(zip(ids, range(first, first + n)))
+            self.versions[stream] = version + n - 1
+            arr = self.stream_offsets.get(stream)
+            if arr is None:
+                arr = self.stream_offsets[stream] = array("q")
+            arr.frombytes(np.arange(first, first + n, dtype=np.int64).tobytes())
+        first = runs[0][1]
+        last = runs[-1][1] + len(runs[-1][3]) - 1
+        with self.cond:
+            self.batches.append(_BatchEntry(first, last - first + 1, locator))
+            self.firsts.append(first)
+            self.next_offset = last + 1
+            self.cond.notify_all()
+
+    def record_batch(self, batch: pa.RecordBatch, locator: Any) -> None:
+        """Fold a batch read back from storage (recovery)."""
+        offsets = batch.column(0).to_pylist()
+        ids = [int.from_bytes(b, "big") for b in batch.column(1).to_pylist()]
+        streams = batch.column(2).to_pylist()
+        versions = batch.column(3).to_pylist()
+        runs: list[tuple[str, int, int, list[int]]] = []
+        for o, i, s, v in zip(offsets, ids, streams, versions):
+            if runs and runs[-1][0] == s:
+                runs[-1][3].append(i)
+            else:
+                runs.append((s, o, v, [i]))
+        self.record(runs, locator)
+
+    def admit(self, requests: list[_Request]) -> list[Run]:
+        """Check each request against the state plus earlier requests of the group.
+
+        A request that fails gets its ``error`` set and contributes no run; one whose
+        event ids are all logged already gets its original offsets and no run.
+        """
+        runs: list[Run] = []
+        versions: dict[str, int] = {}
+        ids: dict[int, int] = {}
+        offset = self.next_offset
+        for req in requests:
+            try:
+                keys = [e.event_id.int for e in req.events]
+                known_offs = [o for o in map(self.ids.get, keys) if o is not None]
+                if ids:
+                    known_offs += [o for o in map(ids.get, keys) if o is not None]
+                if known_offs:
+                    if len(known_offs) != len(keys):
+                        raise InvalidInput("events", "some but not all event ids were already appended")
+                    req.result = (min(known_offs), max(known_offs))
+                    continue
+                actual = versions.get(req.stream, self.versions.get(req.stream, NO_STREAM))
+                exp = req.expected
+                if (
+                    (exp == NO_STREAM and actual != NO_STREAM)
+                    or (exp == STREAM_EXISTS and actual == NO_STREAM)
+                    or (exp >= 0 and exp != actual)
+                ):
+                    raise WrongExpectedVersion(req.stream, exp, actual)
+                n = len(keys)
+                runs.append(Run(req.stream, offset, actual + 1, req.events, keys))
+                if len(requests) > 1:
+                    ids.update(zip(keys, range(offset, offset + n)))
+                versions[req.stream] = actual + n
+                req.result = (offset, offset + n - 1)
+                offset += n
+            except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+                req.error = e
+        return runs
+
+
+class BatchLog(EventLog):
+    """Shared implementation: subclasses store batches via ``_write`` and ``_load``."""
+
+    def __init__(
+        self,
+        *,
+        partitions: int = 1,
+        fsync: FsyncPolicy = "always",
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        fsync_interval: float = 0.05,
+        commit_delay: float = 0.002,
+    ) -> None:
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise InvalidInput("partitions", "must be an int >= 1", partitions)
+        if fsync not in ("always", "batch", "never"):
+            raise InvalidInput("fsync", "must be 'always', 'batch' or 'never'", fsync)
+        if not isinstance(max_payload_bytes, int) or max_payload_bytes < 1:
+            raise InvalidInput("max_payload_bytes", "must be a positive int", max_payload_bytes)
+        self.partitions = partitions
+        self.fsync = fsync
+        self.fsync_interval = fsync_interval
+        self.commit_delay = commit_delay
+        self.max_payload_bytes = max_payload_bytes
+        self._parts = [_Partition(i) for i in range(partitions)]
+        self._start_lock = threading.Lock()
+        self.closed = False
+
+    # -- hooks ---------------------------------------------------------------------
+    @abc.abstractmethod
+    def _write(self, partition: int, batch: pa.RecordBatch) -> Any:
+        """Store one batch (durably when fsync is 'always'); return its locator."""
+
+    @abc.abstractmethod
+    def _load(self, partition: int, entries: list[_BatchEntry]) -> Iterator[pa.RecordBatch]:
+        """Load the batches behind these entries, in order, verified."""
+
+    def _sync(self, partition: int) -> None:
+        """Flush a partition's written batches to disk (fsync='batch')."""
+
+    def _writer_closed(self, partition: int) -> None:
+        """The partition's writer thread is exiting."""
+
+    # -- writing -------------------------------------------------------------------
+    def append(
+        self, stream: str, events: Sequence[NewEvent], expected_version: int = ANY
+    ) -> tuple[int, int]:
+        """Append events to a stream atomically; returns (first_offset, last_offset)."""
+        evs = validate_append(stream, events, expected_version, self.max_payload_bytes)
+        self._check_open()
+        part = self._parts[self.partition_of(stream)]
+        self._ensure_writer(part)
+        req = _Request(stream, evs, expected_version)
+        with part.active_lock:
+            part.active += 1
+        try:
+            part.queue.put(req)
+            req.done.wait()
+        finally:
+            with part.active_lock:
+                part.active -= 1
+        if req.error is not None:
+            raise req.error
+        assert req.result is not None
+        return req.result
+
+    def _ensure_writer(self, part: _Partition) -> None:
+        if part.writer is None:
+            with self._start_lock:
+                if part.writer is None:
+                    t = threading.Thread(
+                        target=self._writer_loop, args=(part,), name=f"eidetica-log-p{part.index}", daemon=True
+                    )
+                    t.start()
+                    part.writer = t
+
+    def _writer_loop(self, part: _Partition) -> None:
+        dirty = False
+        try:
+            while True:
+                try:
+                    first = part.queue.get(timeout=self.fsync_interval if dirty else None)
+                except queue.Empty:
+                    self._sync(part.index)
+                    dirty = False
+                    continue
+                group = self._gather(part, first)
+                stop = None in group
+                reqs = [r for r in group if r is not None]
+                if reqs:
+                    self._commit(part, reqs)
+                    dirty = self.fsync == "batch"
+                if stop:
+                    if dirty:
+                        self._sync(part.index)
+                    return
+        finally:
+            self._writer_closed(part.index)
+
+    def _gather(self, part: _Partition, first: _Request | None) -> list[_Request | None]:
+        """Take every queued request; with concurrent callers, wait briefly for the rest.
+
+        Callers that are inside ``append`` will enqueue soon; sharing their fsync is far
+        cheaper than a commit each (the group commit), and the wait is bounded.
+        """
+        group = [first]
+        deadline = time.monotonic() + self.commit_delay
+        while True:
+            try:
+                group.append(part.queue.get_nowait())
+                continue
+            except queue.Empty:
+                pass
+            if first is None or self.fsync != "always" or len(group) >= part.active:
+                return group
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return group
+            try:
+                group.append(part.queue.get(timeout=remaining))
+            except queue.Empty:
+                return group
+
+    def _commit(self, part: _Partition, reqs: list[_Request]) -> None:
+        try:
+            runs = part.admit(reqs)
+            if runs:
+                batch = batch_from_runs(runs, utcnow())
+                locator = self._write(part.index, batch)
+                part.record(
+                    [(r.stream, r.first_offset, r.first_version, r.keys) for r in runs],
+                    locator,
+                )
+        except BaseException as e:  # noqa: BLE001 - every waiter must wake with the error
+            for r in reqs:
+                if r.error is None:
+                    r.error, r.result = e, None
+        finally:
+            for r in reqs:
+                r.done.set()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise InvalidInput("log", "is closed")
+
+    def _stop_writers(self) -> None:
+        for part in self._parts:
+            if part.writer is not None:
+                part.queue.put(None)
+                part.writer.join()
+                part.writer = None
+
+    # -- reading -------------------------------------------------------------------
+    def _part(self, partition: int) -> _Partition:
+        if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < self.partitions:
+            raise InvalidInput("partition", f"must be an int in [0, {self.partitions})", partition)
+        return self._parts[partition]
+
+    def read_batches(self, from_offset: int = 0, *, partition: int = 0) -> Iterator[pa.RecordBatch]:
+        """Committed events from ``from_offset`` on, as Arrow record batches."""
+        if isinstance(from_offset, bool) or not isinstance(from_offset, int) or from_offset < 0:
+            raise InvalidInput("from_offset", "must be an int >= 0", from_offset)
+        part = self._part(partition)
+        with part.cond:
+            i = max(bisect.bisect_right(part.firsts, from_offset) - 1, 0)
+            entries = part.batches[i:]
+        for entry, batch in zip(entries, self._load(partition, entries)):
+            if entry.first < from_offset:
+                batch = batch.slice(from_offset - entry.first)
+                if batch.num_rows == 0:
+                    continue
+            yield batch
+
+    def read_stream(self, stream: str, from_version: int = 0) -> list[RecordedEvent]:
+        """A stream's events from ``from_version`` on, in version order."""
+        if not isinstance(stream, str) or not stream:
+            raise InvalidInput("stream", "must be a non-empty string", stream)
+        if isinstance(from_version, bool) or not isinstance(from_version, int) or from_version < 0:
+            raise InvalidInput("from_version", "must be an int >= 0", from_version)
+        p = self.partition_of(stream)
+        part = self._parts[p]
+        with part.cond:
+            offs = list(part.stream_offsets.get(stream, ()))[from_version:]
+            if not offs:
+                return []
+            wanted: list[_BatchEntry] = []
+            for o in offs:
+                e = part.batches[bisect.bisect_right(part.firsts, o) - 1]
+                if not wanted or wanted[-1] is not e:
+                    wanted.append(e)
+        want = set(offs)
+        out: list[RecordedEvent] = []
+        for batch in self._load(p, wanted):
+            out.extend(ev for ev in events_from_batch(batch) if ev.offset in want)
+        return out
+
+    def head(self, partition: int = 0) -> int:
+        """The offset the next event of a partition will get (== events committed)."""
+        return self._part(partition).next_offset
+
+    def stream_version(self, stream: str) -> int:
+        """A stream's last version, or ``NO_STREAM`` (-1) when it has no event."""
+        return self._parts[self.partition_of(stream)].versions.get(stream, NO_STREAM)
+
+    def streams(self) -> list[str]:
+        """Every stream with at least one event."""
+        return [s for p in self._parts for s in p.versions]
+
+    def event_offset(self, event_id: uuid.UUID, stream: str) -> int | None:
+        """The offset an event id was logged at in a stream's partition, if it was."""
+        return self._parts[self.partition_of(stream)].ids.get(event_id.int)
+
+    def wait_for(self, offset: int, *, partition: int = 0, timeout: float | None = None) -> bool:
+        """Block until the event at ``offset`` is committed; False on timeout."""
+        part = self._part(partition)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with part.cond:
+            while part.next_offset <= offset:
+                if self.closed:
+                    return False
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                part.cond.wait(remaining if remaining is not None else 0.5)
+            return True
+
+    def close(self) -> None:
+        """Stop the writers (flushing what they hold) and release resources."""
+        if self.closed:
+            return
+        self._stop_writers()
+        self.closed = True
+        for part in self._parts:
+            with part.cond:
+                part.cond.notify_all()

@@ -1,0 +1,274 @@
+"""Domain events: what happened, as frozen tagged msgspec structs.
+
+Schema evolution follows msgspec's rules: a new field needs a default; never reorder
+or retype a field. A breaking change gets a new tag plus an upcaster registered with
+:func:`register_upcaster`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Callable, Union
+
+import msgspec
+
+from ..errors import UnknownEventType
+
+__all__ = [
+    "Event",
+    "SessionStarted",
+    "MessageAppended",
+    "ChunksEmbedded",
+    "SummaryCommitted",
+    "FactAsserted",
+    "FactReinforced",
+    "FactSuperseded",
+    "FactDecayed",
+    "FactPruned",
+    "FactDeleted",
+    "NoteStored",
+    "NoteDeleted",
+    "ScheduleCreated",
+    "ScheduleUpdated",
+    "ScheduleDeleted",
+    "ScheduleRun",
+    "SessionForgotten",
+    "UserForgotten",
+    "EmbedderChanged",
+    "EVENT_TYPES",
+    "encode",
+    "decode",
+    "event_type_name",
+    "register_upcaster",
+]
+
+
+class Event(msgspec.Struct, frozen=True, tag=True, kw_only=True):
+    """Base of every domain event; the tag is the class name."""
+
+
+class SessionStarted(Event, frozen=True):
+    """A conversation session began for a user."""
+
+    session_id: str
+    user_id: str
+    metadata: dict[str, Any] = {}
+
+
+class MessageAppended(Event, frozen=True):
+    """One message of a session, with its monotonic sequence number."""
+
+    session_id: str
+    user_id: str
+    role: str
+    content: str
+    sequence: int
+    metadata: dict[str, Any] = {}
+
+
+class ChunksEmbedded(Event, frozen=True):
+    """Searchable chunks of one source (message, fact, note, summary) with their vectors.
+
+    Self-contained on purpose: a projection builds index rows from this event alone, and
+    replay never calls a model.
+    """
+
+    model_id: str
+    dim: int
+    chunk_ids: list[str]
+    vectors: bytes  # float32 little-endian, len(chunk_ids) * dim values
+    texts: list[str] = []
+    source_id: str = ""
+    kind: str = "message"  # message | fact | note | summary
+    user_id: str = ""
+    session_id: str = ""
+    category: str = ""
+    confidence: float = 1.0
+    time: dt.datetime | None = None  # the source's time; the envelope time when None
+    metadata: dict[str, Any] = {}  # the source's metadata (a message's, or a fact's sources)
+
+
+class SummaryCommitted(Event, frozen=True):
+    """A rolling summary for a session, committed at summary epoch ``epoch``."""
+
+    session_id: str
+    epoch: int
+    text: str
+    upto_sequence: int
+    sources: list[dict[str, Any]] = []
+
+
+class FactAsserted(Event, frozen=True):
+    """A new fact about a user."""
+
+    fact_id: str
+    user_id: str
+    content: str
+    category: str = "general"
+    confidence: float = 1.0
+    sources: list[dict[str, Any]] = []
+
+
+class FactReinforced(Event, frozen=True):
+    """A fact was stated again; its confidence rose."""
+
+    fact_id: str
+    confidence: float
+    sources: list[dict[str, Any]] = []
+
+
+class FactSuperseded(Event, frozen=True):
+    """A fact was replaced by a newer, conflicting one."""
+
+    fact_id: str
+    by: str
+
+
+class FactDecayed(Event, frozen=True):
+    """A fact's confidence decayed for lack of reinforcement."""
+
+    fact_id: str
+    confidence: float
+
+
+class FactPruned(Event, frozen=True):
+    """A fact was dropped (too weak, or over the memory cap)."""
+
+    fact_id: str
+    reason: str = ""
+
+
+class FactDeleted(Event, frozen=True):
+    """A fact was explicitly forgotten."""
+
+    fact_id: str
+
+
+class NoteStored(Event, frozen=True):
+    """A free-form note about a user."""
+
+    note_id: str
+    user_id: str
+    text: str
+
+
+class NoteDeleted(Event, frozen=True):
+    """A note was deleted."""
+
+    note_id: str
+
+
+class ScheduleCreated(Event, frozen=True):
+    """A reminder or recurring job was created."""
+
+    schedule_id: str
+    user_id: str
+    name: str
+    cadence: str  # cron | once | interval
+    expression: str
+    timezone: str = "UTC"
+    payload: dict[str, Any] = {}
+    next_run_at: dt.datetime | None = None
+
+
+class ScheduleUpdated(Event, frozen=True):
+    """Fields of a schedule changed."""
+
+    schedule_id: str
+    changes: dict[str, Any] = {}
+
+
+class ScheduleDeleted(Event, frozen=True):
+    """A schedule was deleted."""
+
+    schedule_id: str
+
+
+class ScheduleRun(Event, frozen=True):
+    """A schedule ran once."""
+
+    schedule_id: str
+    run_at: dt.datetime
+    status: str = "ok"
+    result: str = ""
+    next_run_at: dt.datetime | None = None
+
+
+class SessionForgotten(Event, frozen=True):
+    """Tombstone: a session and everything derived from it is to be forgotten."""
+
+    session_id: str
+    user_id: str = ""
+
+
+class UserForgotten(Event, frozen=True):
+    """Tombstone: a user and everything about them is to be forgotten."""
+
+    user_id: str
+
+
+class EmbedderChanged(Event, frozen=True):
+    """The store's embedding model (id and dimension) was set or switched."""
+
+    model_id: str
+    dim: int
+    previous_model_id: str = ""
+
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    SessionStarted,
+    MessageAppended,
+    ChunksEmbedded,
+    SummaryCommitted,
+    FactAsserted,
+    FactReinforced,
+    FactSuperseded,
+    FactDecayed,
+    FactPruned,
+    FactDeleted,
+    NoteStored,
+    NoteDeleted,
+    ScheduleCreated,
+    ScheduleUpdated,
+    ScheduleDeleted,
+    ScheduleRun,
+    SessionForgotten,
+    UserForgotten,
+    EmbedderChanged,
+)
+
+_ENCODER = msgspec.msgpack.Encoder()
+_DECODER = msgspec.msgpack.Decoder(Union[EVENT_TYPES])  # type: ignore[valid-type]
+_RAW_DECODER = msgspec.msgpack.Decoder(dict[str, Any])
+_UPCASTERS: dict[str, Callable[[dict[str, Any]], Event]] = {}
+_KNOWN_TAGS = frozenset(t.__struct_config__.tag for t in EVENT_TYPES)
+
+
+def register_upcaster(tag: str, upcast: Callable[[dict[str, Any]], Event]) -> None:
+    """Teach the decoder a retired tag: ``upcast`` turns its raw fields into a current event."""
+    _UPCASTERS[tag] = upcast
+
+
+def event_type_name(event: Event) -> str:
+    """The tag an event is stored under (its class name)."""
+    return type(event).__struct_config__.tag  # type: ignore[return-value]
+
+
+def encode(event: Event) -> bytes:
+    """Encode one event as msgpack (the tag travels inside the payload)."""
+    return _ENCODER.encode(event)
+
+
+def decode(payload: bytes) -> Event:
+    """Decode one payload; unknown tags go through upcasters or raise ``UnknownEventType``."""
+    try:
+        return _DECODER.decode(payload)
+    except msgspec.ValidationError:
+        raw = _RAW_DECODER.decode(payload)
+        tag = str(raw.get("type", ""))
+        upcast = _UPCASTERS.get(tag)
+        if upcast is not None:
+            return upcast(raw)
+        if tag not in _KNOWN_TAGS:
+            raise UnknownEventType(tag) from None
+        raise

@@ -1,0 +1,256 @@
+"""The log port's conformance suite: every EventLog implementation subclasses it."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+from eidetica.errors import InvalidInput, WrongExpectedVersion
+from eidetica.events import (
+    ANY,
+    NO_STREAM,
+    STREAM_EXISTS,
+    EventLog,
+    MessageAppended,
+    NewEvent,
+    SessionStarted,
+)
+from eidetica.events.envelope import utcnow
+
+
+def msg(i: int, session: str = "s1", tenant: str = "t") -> NewEvent:
+    """A MessageAppended event with a recognisable payload."""
+    return NewEvent.of(
+        MessageAppended(session_id=session, user_id="u", role="user", content=f"message {i}", sequence=i),
+        tenant=tenant,
+    )
+
+
+def all_events(log: EventLog) -> list:
+    """Every committed event, all partitions."""
+    return [e for p in range(log.partitions) for e in log.read(partition=p)]
+
+
+class LogConformance:
+    """Behaviour every log must show. Subclasses provide ``make_log``."""
+
+    partitions = 1
+
+    def make_log(self, **kw: Any) -> EventLog:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def log(self):
+        log = self.make_log()
+        yield log
+        log.close()
+
+    def test_append_returns_dense_offsets(self, log: EventLog) -> None:
+        assert log.append("a", [msg(0), msg(1)]) == (0, 1)
+        assert log.append("b", [msg(2)]) == (2, 2) or log.partitions > 1
+        assert log.head(log.partition_of("a")) >= 2
+
+    def test_read_returns_what_was_appended(self, log: EventLog) -> None:
+        evs = [msg(i) for i in range(5)]
+        log.append("a", evs)
+        got = log.read(partition=log.partition_of("a"))
+        assert [g.event_id for g in got] == [e.event_id for e in evs]
+        assert [g.payload for g in got] == [e.payload for e in evs]
+        assert [g.version for g in got] == [0, 1, 2, 3, 4]
+        assert [g.offset for g in got] == [0, 1, 2, 3, 4]
+        assert all(g.stream == "a" and g.tenant == "t" and g.type == "MessageAppended" for g in got)
+        assert got[3].decode().content == "message 3"
+
+    def test_read_from_offset_and_limit(self, log: EventLog) -> None:
+        for i in range(4):
+            log.append("a", [msg(3 * i), msg(3 * i + 1), msg(3 * i + 2)])
+        pa_ = log.partition_of("a")
+        got = log.read(4, 5, partition=pa_)
+        assert [g.offset for g in got] == [4, 5, 6, 7, 8]
+        assert log.read(12, partition=pa_) == []
+        assert [g.offset for g in log.read(11, 100, partition=pa_)] == [11]
+
+    def test_read_stream_from_version(self, log: EventLog) -> None:
+        log.append("a", [msg(0), msg(1)])
+        log.append("b", [msg(10)])
+        log.append("a", [msg(2)])
+        assert [e.version for e in log.read_stream("a")] == [0, 1, 2]
+        assert [e.decode().sequence for e in log.read_stream("a", 1)] == [1, 2]
+        assert log.read_stream("nope") == []
+        assert log.stream_version("a") == 2
+        assert log.stream_version("nope") == NO_STREAM
+
+    def test_expected_version_exact(self, log: EventLog) -> None:
+        log.append("a", [msg(0)], NO_STREAM)
+        log.append("a", [msg(1)], 0)
+        with pytest.raises(WrongExpectedVersion) as ei:
+            log.append("a", [msg(2)], 0)
+        assert (ei.value.stream, ei.value.expected, ei.value.actual) == ("a", 0, 1)
+        assert log.stream_version("a") == 1
+        assert len(all_events(log)) == 2
+
+    def test_expected_version_constants(self, log: EventLog) -> None:
+        with pytest.raises(WrongExpectedVersion):
+            log.append("a", [msg(0)], STREAM_EXISTS)
+        log.append("a", [msg(0)], NO_STREAM)
+        with pytest.raises(WrongExpectedVersion) as ei:
+            log.append("a", [msg(1)], NO_STREAM)
+        assert ei.value.actual == 0
+        log.append("a", [msg(1)], STREAM_EXISTS)
+        log.append("a", [msg(2)], ANY)
+        assert log.stream_version("a") == 2
+        assert len(all_events(log)) == 3
+
+    def test_idempotent_reappend_returns_original_offsets(self, log: EventLog) -> None:
+        evs = [msg(0), msg(1)]
+        first = log.append("a", evs, NO_STREAM)
+        log.append("a", [msg(2)])
+        # a retry of the same events, even with a now-stale expected version, is a no-op
+        assert log.append("a", evs, NO_STREAM) == first
+        assert len(all_events(log)) == 3
+
+    def test_partial_reappend_is_rejected(self, log: EventLog) -> None:
+        evs = [msg(0), msg(1)]
+        log.append("a", evs)
+        with pytest.raises(InvalidInput):
+            log.append("a", [evs[0], msg(5)])
+        assert len(all_events(log)) == 2
+
+    @pytest.mark.parametrize(
+        "stream,events,expected,field",
+        [
+            ("", "ok", ANY, "stream"),
+            (None, "ok", ANY, "stream"),
+            ("a", [], ANY, "events"),
+            ("a", "notalist", ANY, "events"),
+            ("a", ["x"], ANY, "events[0]"),
+            ("a", "ok", -3, "expected_version"),
+            ("a", "ok", "1", "expected_version"),
+            ("a", "dup", ANY, "events[1].event_id"),
+            ("a", "big", ANY, "events[0].payload"),
+        ],
+    )
+    def test_bad_input_names_field_and_writes_nothing(self, stream, events, expected, field) -> None:
+        log = self.make_log(max_payload_bytes=1000)
+        try:
+            log.append("keep", [msg(0)])
+            if events == "ok":
+                events = [msg(1)]
+            elif events == "dup":
+                e = msg(1)
+                events = [e, e]
+            elif events == "big":
+                events = [NewEvent(type="X", payload=b"x" * 1001)]
+            with pytest.raises(InvalidInput) as ei:
+                log.append(stream, events, expected)
+            assert ei.value.field == field
+            assert len(all_events(log)) == 1
+        finally:
+            log.close()
+
+    def test_new_event_checks_its_fields(self) -> None:
+        with pytest.raises(InvalidInput) as ei:
+            NewEvent(type="", payload=b"")
+        assert ei.value.field == "type"
+        with pytest.raises(InvalidInput) as ei:
+            NewEvent(type="X", payload="text")  # type: ignore[arg-type]
+        assert ei.value.field == "payload"
+        with pytest.raises(InvalidInput) as ei:
+            NewEvent(type="X", payload=b"", event_id="abc")  # type: ignore[arg-type]
+        assert ei.value.field == "event_id"
+        import datetime as dt
+
+        with pytest.raises(InvalidInput) as ei:
+            NewEvent(type="X", payload=b"", time=dt.datetime(2026, 1, 1))
+        assert ei.value.field == "time"
+
+    def test_event_time_is_kept_or_stamped(self, log: EventLog) -> None:
+        import datetime as dt
+
+        when = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.timezone.utc)
+        before = utcnow()
+        log.append("a", [NewEvent.of(SessionStarted(session_id="s", user_id="u"), time=when), msg(1)])
+        got = all_events(log)
+        assert got[0].time == when
+        assert before <= got[1].time <= utcnow()
+
+    def test_concurrent_appends_keep_streams_dense(self, log: EventLog) -> None:
+        errors: list[BaseException] = []
+
+        def work(k: int) -> None:
+            try:
+                for i in range(50):
+                    log.append(f"s{k % 4}", [msg(i, tenant=str(k))])
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert not errors
+        total = sum(log.head(p) for p in range(log.partitions))
+        assert total == 400
+        for s in range(4):
+            assert [e.version for e in log.read_stream(f"s{s}")] == list(range(100))
+        for p in range(log.partitions):
+            assert [e.offset for e in log.read(partition=p)] == list(range(log.head(p)))
+
+    def test_optimistic_concurrency_has_one_winner(self, log: EventLog) -> None:
+        log.append("a", [msg(0)])
+        results: list[str] = []
+        barrier = threading.Barrier(6)
+
+        def work(k: int) -> None:
+            barrier.wait()
+            try:
+                log.append("a", [msg(100 + k)], 0)
+                results.append("ok")
+            except WrongExpectedVersion:
+                results.append("stale")
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert sorted(results) == ["ok"] + ["stale"] * 5
+        assert log.stream_version("a") == 1
+
+    def test_wait_for_and_subscribe(self, log: EventLog) -> None:
+        p = log.partition_of("a")
+        assert log.wait_for(0, partition=p, timeout=0.05) is False
+        stop = threading.Event()
+        seen: list[int] = []
+
+        def follow() -> None:
+            for ev in log.subscribe(0, partition=p, stop=stop, poll_seconds=0.02):
+                seen.append(ev.offset)
+                if len(seen) == 3:
+                    stop.set()
+
+        t = threading.Thread(target=follow)
+        t.start()
+        log.append("a", [msg(0)])
+        log.append("a", [msg(1), msg(2)])
+        t.join(timeout=10)
+        assert not t.is_alive()
+        assert seen == [0, 1, 2]
+        assert log.wait_for(2, partition=p, timeout=1) is True
+
+    def test_unique_event_ids_are_required_across_streams(self, log: EventLog) -> None:
+        e = msg(0)
+        log.append("a", [e])
+        # the same id sent to another stream is a retry of the first append, not a new event
+        if log.partition_of("a") == log.partition_of("b"):
+            assert log.append("b", [e]) == (0, 0)
+            assert log.read_stream("b") == []
+
+    def test_event_ids_are_uuids(self, log: EventLog) -> None:
+        e = NewEvent(type="X", payload=b"p", event_id=uuid.UUID(int=7))
+        log.append("a", [e])
+        assert all_events(log)[0].event_id == uuid.UUID(int=7)

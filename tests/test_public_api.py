@@ -1,0 +1,68 @@
+"""Pin the curated public API: adding or removing a name is a deliberate change here."""
+
+import eidetica
+import eidetica.errors as errors
+
+
+def test_exported_names_are_pinned() -> None:
+    assert sorted(eidetica.__all__) == sorted(
+        [
+            "__version__",
+            "EventLog",
+            "ArrowLog",
+            "InMemoryLog",
+            "NewEvent",
+            "RecordedEvent",
+            "ANY",
+            "NO_STREAM",
+            "STREAM_EXISTS",
+            "EideticaError",
+            "InvalidInput",
+            "WrongExpectedVersion",
+            "CorruptLog",
+            "UnknownEventType",
+            "StoreLocked",
+            "EmbeddingModelChanged",
+            "DimensionMismatch",
+            "NotFound",
+            "ProviderError",
+        ]
+    )
+    for name in eidetica.__all__:
+        assert hasattr(eidetica, name), name
+
+
+def test_error_tree_is_flat_under_one_root() -> None:
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert issubclass(cls, errors.EideticaError)
+        if cls is not errors.EideticaError:
+            assert errors.EideticaError in cls.__mro__[1:3]
+
+
+def test_every_public_function_is_documented_and_typed() -> None:
+    import inspect
+    import pkgutil
+    import importlib
+
+    missing = []
+    for mod_info in pkgutil.walk_packages(eidetica.__path__, "eidetica."):
+        mod = importlib.import_module(mod_info.name)
+        for name, obj in vars(mod).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != mod.__name__:
+                continue
+            members = [(name, obj)]
+            if inspect.isclass(obj):
+                members += [
+                    (f"{name}.{m}", f) for m, f in vars(obj).items()
+                    if not m.startswith("_") and inspect.isfunction(f)
+                ]
+            for qual, fn in members:
+                if inspect.isfunction(fn) or inspect.isclass(fn):
+                    if not (fn.__doc__ or "").strip():
+                        missing.append(f"{mod.__name__}.{qual}: no docstring")
+                if inspect.isfunction(fn):
+                    ann = fn.__annotations__
+                    if "return" not in ann:
+                        missing.append(f"{mod.__name__}.{qual}: no return annotation")
+    assert not missing, "\n".join(missing)
