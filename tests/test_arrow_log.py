@@ -209,3 +209,24 @@ def test_random_flips_never_pass_silently(tmp_path) -> None:
         assert [e.payload for e in got[: len(written)]] == [e.payload for e in written]
         assert len(got) == 2 * len(written)
     assert detected >= 30
+
+
+def test_redact_removes_payloads_but_keeps_offsets_and_versions(tmp_path) -> None:
+    secret = b"TOP-SECRET-MARKER-4711"
+    with ArrowLog(tmp_path / "log") as log:
+        log.append("keep", [msg(0)])
+        log.append("gone", [NewEvent(type="X", payload=secret * 3), NewEvent(type="X", payload=b"other")])
+        log.append("keep", [msg(1)])
+        report = log.redact({0: {1}})
+        assert report["redacted"] == 1 and report["segments_rewritten"] == 1
+        evs = log.read()
+        assert [e.offset for e in evs] == [0, 1, 2, 3]
+        assert evs[1].type == "Redacted" and evs[1].decode().original_type == "X"
+        assert evs[2].payload == b"other"
+        assert log.stream_version("gone") == 1
+        log.append("keep", [msg(2)])
+    for root, _, files in os.walk(tmp_path / "log"):
+        for f in files:
+            assert secret not in open(os.path.join(root, f), "rb").read()
+    with ArrowLog(tmp_path / "log") as log:
+        assert log.head() == 5

@@ -156,6 +156,8 @@ class ArrowLog(BatchLog):
         segment_bytes: int = 64 * 1024 * 1024,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         readonly: bool = False,
+        commit_delay: float = 0.002,
+        fsync_interval: float = 0.05,
     ) -> None:
         self.path = os.fspath(path)
         self.readonly = readonly
@@ -167,7 +169,11 @@ class ArrowLog(BatchLog):
         if partitions is not None and stored is not None and partitions != stored:
             raise InvalidInput("partitions", f"the log at {self.path} has {stored} partitions, not {partitions}")
         super().__init__(
-            partitions=stored or partitions or 1, fsync=fsync, max_payload_bytes=max_payload_bytes
+            partitions=stored or partitions or 1,
+            fsync=fsync,
+            max_payload_bytes=max_payload_bytes,
+            commit_delay=commit_delay,
+            fsync_interval=fsync_interval,
         )
         self._open: dict[int, _Segment] = {}
         if not readonly:
@@ -360,6 +366,48 @@ class ArrowLog(BatchLog):
                     raise CorruptLog(path, pos, problem, offset=entry.first)
                 yield batch
 
+    def redact(self, offsets: dict[int, set[int]]) -> dict[str, int]:
+        """Rewrite segments so the events at these offsets keep their envelope but lose their payload.
+
+        Needs exclusive use of the log (no concurrent appends or reads). Each affected
+        segment is written anew beside the old one and renamed over it (atomic), so a
+        crash leaves every segment either old or new, never torn.
+        """
+        if self.readonly:
+            raise InvalidInput("log", "is open read-only")
+        self._stop_writers()
+        for p in list(self._open):
+            self._finish(p)
+        rewritten = redacted = 0
+        before = self.disk_bytes()
+        for p, wanted in offsets.items():
+            if not wanted:
+                continue
+            part = self._part(p)
+            for path in self.segments(p):
+                entries = [e for e in part.batches if e.locator.path == path]
+                if not entries or not any(e.first <= o < e.first + e.count for o in wanted for e in entries):
+                    continue
+                tmp = path + ".compact"
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    for k, batch in enumerate(self._load_segment(path, entries)):
+                        batch, n = _redact_batch(batch, wanted)
+                        redacted += n
+                        _write_all(fd, _encode_batch(batch, with_schema=k == 0))
+                    _write_all(fd, _EOS)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, path)
+                rewritten += 1
+            _fsync_dir(self._pdir(p))
+        # re-read what is now on disk: positions changed, offsets and versions did not
+        self._parts = [type(self._parts[0])(i) for i in range(self.partitions)]
+        for p in range(self.partitions):
+            self._recover(p)
+        return {"redacted": redacted, "segments_rewritten": rewritten, "bytes_before": before, "bytes_after": self.disk_bytes()}
+
     def close(self) -> None:
         """Flush and close segments, release the write lock."""
         if self.closed:
@@ -372,6 +420,32 @@ class ArrowLog(BatchLog):
     def disk_bytes(self) -> int:
         """Bytes the log's segments take on disk."""
         return sum(os.path.getsize(s) for p in range(self.partitions) for s in self.segments(p))
+
+
+def _redact_batch(batch: pa.RecordBatch, wanted: set[int]) -> tuple[pa.RecordBatch, int]:
+    """The batch with payloads at ``wanted`` offsets replaced by a ``Redacted`` marker."""
+    from .types import Redacted, encode
+
+    offsets = batch.column(0).to_pylist()
+    hit = [o in wanted for o in offsets]
+    if not any(hit):
+        return batch, 0
+    types = batch.column(4).to_pylist()
+    payloads = batch.column(7).to_pylist()
+    new_types, new_payloads = [], []
+    n = 0
+    for h, t, pl in zip(hit, types, payloads):
+        if h and t != "Redacted":
+            new_types.append("Redacted")
+            new_payloads.append(encode(Redacted(original_type=t)))
+            n += 1
+        else:
+            new_types.append(t)
+            new_payloads.append(pl)
+    cols = list(batch.columns)
+    cols[4] = pa.array(new_types, pa.string())
+    cols[7] = pa.array(new_payloads, pa.large_binary())
+    return pa.record_batch(cols, schema=LOG_SCHEMA), n
 
 
 def _fsync_dir(path: str) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import bisect
-import queue
+from collections import deque
 import threading
 import time
 import uuid
@@ -152,10 +152,14 @@ class _Partition:
         self.batches: list[_BatchEntry] = []
         self.firsts: list[int] = []
         self.cond = threading.Condition()
-        self.queue: queue.SimpleQueue[_Request | None] = queue.SimpleQueue()
         self.writer: threading.Thread | None = None
-        self.active = 0  # callers inside append(): how many requests a group may wait for
-        self.active_lock = threading.Lock()
+        # The writer's inbox. `active` counts callers inside append(): a group waits (briefly)
+        # until all of them have enqueued, so they share one fsync; callers wake the writer
+        # only when it is idle or the group is complete, not on every request.
+        self.pending: deque[_Request | None] = deque()
+        self.wake = threading.Condition(threading.Lock())
+        self.active = 0
+        self.writer_idle = True
 
     def record(self, runs: list[tuple[str, int, int, list[int]]], locator: Any) -> None:
         """Fold one committed batch, as (stream, first_offset, first_version, ids) runs."""
@@ -282,14 +286,18 @@ class BatchLog(EventLog):
         part = self._parts[self.partition_of(stream)]
         self._ensure_writer(part)
         req = _Request(stream, evs, expected_version)
-        with part.active_lock:
+        with part.wake:
             part.active += 1
+            part.pending.append(req)
+            if part.writer_idle or len(part.pending) >= part.active:
+                part.wake.notify()
         try:
-            part.queue.put(req)
             req.done.wait()
         finally:
-            with part.active_lock:
+            with part.wake:
                 part.active -= 1
+                if part.pending and len(part.pending) >= part.active:
+                    part.wake.notify()
         if req.error is not None:
             raise req.error
         assert req.result is not None
@@ -309,13 +317,11 @@ class BatchLog(EventLog):
         dirty = False
         try:
             while True:
-                try:
-                    first = part.queue.get(timeout=self.fsync_interval if dirty else None)
-                except queue.Empty:
+                group = self._gather(part, dirty)
+                if group is None:  # idle past the fsync interval: flush (fsync='batch')
                     self._sync(part.index)
                     dirty = False
                     continue
-                group = self._gather(part, first)
                 stop = None in group
                 reqs = [r for r in group if r is not None]
                 if reqs:
@@ -328,29 +334,29 @@ class BatchLog(EventLog):
         finally:
             self._writer_closed(part.index)
 
-    def _gather(self, part: _Partition, first: _Request | None) -> list[_Request | None]:
-        """Take every queued request; with concurrent callers, wait briefly for the rest.
+    def _gather(self, part: _Partition, dirty: bool) -> list[_Request | None] | None:
+        """Take the queued requests; with concurrent callers, wait briefly for the rest.
 
-        Callers that are inside ``append`` will enqueue soon; sharing their fsync is far
-        cheaper than a commit each (the group commit), and the wait is bounded.
+        Callers inside ``append`` will enqueue soon: sharing their fsync is far cheaper
+        than a commit each (the group commit), and the wait is bounded by commit_delay.
         """
-        group = [first]
-        deadline = time.monotonic() + self.commit_delay
-        while True:
-            try:
-                group.append(part.queue.get_nowait())
-                continue
-            except queue.Empty:
-                pass
-            if first is None or self.fsync != "always" or len(group) >= part.active:
-                return group
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return group
-            try:
-                group.append(part.queue.get(timeout=remaining))
-            except queue.Empty:
-                return group
+        with part.wake:
+            part.writer_idle = True
+            while not part.pending:
+                if not part.wake.wait(self.fsync_interval if dirty else None) and dirty and not part.pending:
+                    part.writer_idle = False
+                    return None
+            part.writer_idle = False
+            if self.fsync == "always":
+                deadline = time.monotonic() + self.commit_delay
+                while len(part.pending) < part.active and None not in part.pending:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    part.wake.wait(remaining)
+            group = list(part.pending)
+            part.pending.clear()
+            return group
 
     def _commit(self, part: _Partition, reqs: list[_Request]) -> None:
         try:
@@ -377,7 +383,9 @@ class BatchLog(EventLog):
     def _stop_writers(self) -> None:
         for part in self._parts:
             if part.writer is not None:
-                part.queue.put(None)
+                with part.wake:
+                    part.pending.append(None)
+                    part.wake.notify()
                 part.writer.join()
                 part.writer = None
 

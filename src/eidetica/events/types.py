@@ -32,9 +32,11 @@ __all__ = [
     "ScheduleUpdated",
     "ScheduleDeleted",
     "ScheduleRun",
+    "ExtractionCompleted",
     "SessionForgotten",
     "UserForgotten",
     "EmbedderChanged",
+    "Redacted",
     "EVENT_TYPES",
     "encode",
     "decode",
@@ -194,6 +196,14 @@ class ScheduleRun(Event, frozen=True):
     next_run_at: dt.datetime | None = None
 
 
+class ExtractionCompleted(Event, frozen=True):
+    """The curator has extracted facts from these user messages (so a restart skips them)."""
+
+    session_id: str
+    sequences: list[int]
+    facts: list[str] = []
+
+
 class SessionForgotten(Event, frozen=True):
     """Tombstone: a session and everything derived from it is to be forgotten."""
 
@@ -205,6 +215,12 @@ class UserForgotten(Event, frozen=True):
     """Tombstone: a user and everything about them is to be forgotten."""
 
     user_id: str
+
+
+class Redacted(Event, frozen=True):
+    """What compaction leaves of a forgotten event: its envelope stays, its content is gone."""
+
+    original_type: str
 
 
 class EmbedderChanged(Event, frozen=True):
@@ -232,9 +248,11 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ScheduleUpdated,
     ScheduleDeleted,
     ScheduleRun,
+    ExtractionCompleted,
     SessionForgotten,
     UserForgotten,
     EmbedderChanged,
+    Redacted,
 )
 
 _ENCODER = msgspec.msgpack.Encoder()
