@@ -1,31 +1,148 @@
-"""Run every scripts/bench_*.py in full mode and collect their JSON lines."""
+"""`make bench`: run every scripts/bench_*.py in full mode and the LoCoMo dev evaluation, write BENCHMARKS.md.
+
+Each benchmark runs as its own subprocess; the last line of its stdout is its JSON result.
+Results (and each run's exit code, duration and output tail) are saved to
+docs/bench/results.json, plots to docs/bench/*.png, and the report to BENCHMARKS.md.
+A benchmark that fails, times out or is missing is reported as such, never filled in.
+
+    python scripts/run_benchmarks.py [--quick] [--only NAME ...] [--skip NAME ...]
+    python scripts/run_benchmarks.py --render-only     # rebuild the report from results.json
+"""
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
 import glob
 import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import _report  # noqa: E402  (a sibling helper module)
+
+DOCS = REPO / "docs" / "bench"
+RESULTS = DOCS / "results.json"
+REPORT = REPO / "BENCHMARKS.md"
+TIMEOUT_S = 3 * 3600  # one benchmark; the LoCoMo evaluation takes the longest
 
 
-def main() -> None:
-    """Run each benchmark, echo its output, and print all results as one JSON object."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    results = {}
-    for script in sorted(glob.glob(os.path.join(here, "bench_*.py"))):
-        name = os.path.basename(script)[:-3]
-        print(f"== {name}", flush=True)
-        out = subprocess.run([sys.executable, script], capture_output=True, text=True)
-        sys.stdout.write(out.stdout)
-        sys.stderr.write(out.stderr[-2000:])
-        last = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else "{}"
+def run_one(name: str, cmd: list[str], timeout: float = TIMEOUT_S) -> dict[str, Any]:
+    """Run one benchmark command, echo its output, and return its record (result or error)."""
+    print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    t = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env)
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as e:
+        rc = None
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = (e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")) + f"\ntimed out after {timeout:.0f} s"
+    seconds = round(time.perf_counter() - t, 1)
+    lines = out.strip().splitlines()
+    for line in lines[:-1]:
+        print(f"   {line}", flush=True)
+    record: dict[str, Any] = {"command": cmd[1:], "returncode": rc, "seconds": seconds,
+                              "stdout_tail": lines[-40:-1], "stderr_tail": err.strip().splitlines()[-25:]}
+    result = None
+    if lines:
         try:
-            results[name] = json.loads(last)
+            result = json.loads(lines[-1])
         except json.JSONDecodeError:
-            results[name] = {"error": last}
-    print(json.dumps(results))
+            result = None
+    if rc == 0 and isinstance(result, dict):
+        record["result"] = result
+        print(f"   ok in {seconds} s", flush=True)
+    else:
+        why = "timed out" if rc is None else f"exit code {rc}" if rc != 0 else "last line is not a JSON object"
+        record["error"] = why
+        print(f"   FAILED ({why}) after {seconds} s", flush=True)
+        for line in record["stderr_tail"][-10:]:
+            print(f"   ! {line}", flush=True)
+    return record
+
+
+def bench_commands(quick: bool) -> dict[str, list[list[str]]]:
+    """Every benchmark's command line(s), keyed by name; several lines for multi-size runs."""
+    py = sys.executable
+    out: dict[str, list[list[str]]] = {}
+    for script in sorted(glob.glob(str(HERE / "bench_*.py"))):
+        name = Path(script).stem
+        args = ["--quick"] if quick else []
+        out[name] = [[py, script, *args]]
+    if "bench_query" in out:
+        out["bench_query"] = _report.bench_query_commands(py, str(HERE / "bench_query.py"), quick)
+    return out
+
+
+def locomo_command(data: Path, quick: bool) -> list[str]:
+    """The LoCoMo dev evaluation, all modes, JSON line only."""
+    cmd = [sys.executable, str(HERE / "eval_locomo.py"), "--data", str(data), "--json"]
+    if quick:
+        cmd += ["--limit-conversations", "1"]
+    return cmd
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks (or re-render), write results.json, plots and BENCHMARKS.md."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="each benchmark's --quick mode, one LoCoMo conversation (smoke test)")
+    ap.add_argument("--only", nargs="+", default=None, help="run only these (e.g. bench_log eval_locomo); others keep their saved results")
+    ap.add_argument("--skip", nargs="+", default=[], help="do not run these")
+    ap.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "locomo-dev"), help="LoCoMo dev split")
+    ap.add_argument("--render-only", action="store_true", help="re-render BENCHMARKS.md and plots from results.json")
+    ap.add_argument("--report", default=str(REPORT), help="where to write the report (default: %(default)s)")
+    args = ap.parse_args(argv)
+    DOCS.mkdir(parents=True, exist_ok=True)
+    saved: dict[str, Any] = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if args.render_only:
+        if not saved:
+            print(f"nothing to render: {RESULTS} does not exist", file=sys.stderr)
+            return 2
+        data = saved
+    else:
+        data = {"machine": _report.machine(), "quick": args.quick, "benchmarks": dict(saved.get("benchmarks", {}))}
+        started = time.perf_counter()
+        cmds = bench_commands(args.quick)
+        names = [*cmds, "eval_locomo"]
+        for name in names:
+            if name in args.skip or (args.only and name not in args.only):
+                continue
+            if name == "eval_locomo":
+                data_dir = Path(args.data)
+                if not data_dir.is_dir() or not any(data_dir.glob("*.json")):
+                    data["benchmarks"][name] = {"error": f"LoCoMo data not found at {data_dir}", "returncode": None,
+                                                "seconds": 0, "command": [], "stdout_tail": [], "stderr_tail": []}
+                    print(f"== eval_locomo: MISSING data at {data_dir}", flush=True)
+                    continue
+                data["benchmarks"][name] = run_one(name, locomo_command(data_dir, args.quick))
+            else:
+                runs = [run_one(name if len(cmds[name]) == 1 else f"{name} ({i + 1}/{len(cmds[name])})", c)
+                        for i, c in enumerate(cmds[name])]
+                data["benchmarks"][name] = runs[0] if len(runs) == 1 else _report.merge_runs(name, runs)
+        # A saved result of a script that no longer exists is not reported as current.
+        known = set(names)
+        data["benchmarks"] = {k: v for k, v in data["benchmarks"].items() if k in known}
+        data["total_seconds"] = round(time.perf_counter() - started, 1)
+        RESULTS.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    plots = _report.make_plots(data, DOCS)
+    report = Path(args.report)
+    report.write_text(_report.render(data, plots, report.parent), encoding="utf-8")
+    print(f"wrote {report.relative_to(REPO) if report.is_relative_to(REPO) else report}, "
+          f"{len(plots)} plots in {DOCS.relative_to(REPO)}", flush=True)
+    failed = sorted(k for k, v in data["benchmarks"].items() if "error" in v)
+    summary = {k: ("failed: " + v["error"]) if "error" in v else "ok" for k, v in data["benchmarks"].items()}
+    print(json.dumps({"benchmarks": summary, "failed": failed, "report": str(report), "at": dt.datetime.now().isoformat(timespec="seconds")}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

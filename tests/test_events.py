@@ -29,6 +29,7 @@ def sample(cls: type[Event]) -> Event:
                 bytes: b"\x00\x01\xff",
                 dt.datetime: NOW,
                 list[str]: ["a", "b"],
+                list[int]: [1, 2],
             }[tp]
     return cls(**values)
 

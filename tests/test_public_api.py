@@ -8,6 +8,12 @@ def test_exported_names_are_pinned() -> None:
     assert sorted(eidetica.__all__) == sorted(
         [
             "__version__",
+            "open",
+            "Memory",
+            "SessionHandle",
+            "MemoryConfig",
+            "Hit",
+            "Message",
             "EventLog",
             "ArrowLog",
             "InMemoryLog",
@@ -66,3 +72,23 @@ def test_every_public_function_is_documented_and_typed() -> None:
                     if "return" not in ann:
                         missing.append(f"{mod.__name__}.{qual}: no return annotation")
     assert not missing, "\n".join(missing)
+
+
+def test_errors_survive_pickling_with_their_fields() -> None:
+    import pickle
+
+    cases = [
+        errors.InvalidInput("user", "must be a string", 5),
+        errors.WrongExpectedVersion("s", 1, 3),
+        errors.CorruptLog("/x/seg", 10, "bad", offset=4),
+        errors.UnknownEventType("Future"),
+        errors.StoreLocked("/x"),
+        errors.EmbeddingModelChanged("a", "b"),
+        errors.DimensionMismatch(384, 12),
+        errors.NotFound("fact", "f1"),
+        errors.ProviderError("down"),
+    ]
+    for e in cases:
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e)
+        assert vars(back) == vars(e)

@@ -17,12 +17,21 @@ from .errors import (
     UnknownEventType,
     WrongExpectedVersion,
 )
+from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
+from .memory import Memory, SessionHandle, open
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    # the agent-facing API
+    "open",
+    "Memory",
+    "SessionHandle",
+    "MemoryConfig",
+    "Hit",
+    "Message",
     # the log
     "EventLog",
     "ArrowLog",

@@ -1,122 +1,315 @@
-"""The ``eidetica`` command."""
+"""The ``eidetica`` command: the demo, and operator commands over a store."""
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
+import sys
 import time
 from pathlib import Path
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import track
+from rich.markup import escape
 from rich.table import Table
 
 from .errors import EideticaError
-from .events import ArrowLog, MessageAppended, NewEvent, SessionStarted
 
 app = typer.Typer(
-    help="eidetica: long-term memory for LLM agents. Every command works on a store directory "
-    "(--path, or $EIDETICA_PATH, default ./eidetica-data).",
+    help="eidetica: long-term memory for LLM agents.\n\nEvery command works on a store directory: "
+    "--path, or $EIDETICA_PATH, default ./eidetica-data. Add --debug before the command for tracebacks.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    add_completion=False,
 )
 console = Console()
+err = Console(stderr=True)
+
+PATH = typer.Option(Path("eidetica-data"), "--path", "-p", envvar="EIDETICA_PATH", help="store directory")
+TENANT = typer.Option("default", "--tenant", "-t", envvar="EIDETICA_TENANT", help="tenant to act for")
+USER = typer.Option("default", "--user", "-u", help="user the memories belong to")
+MODEL = typer.Option(
+    None, "--model", envvar="EIDETICA_MODEL",
+    help="embedder: 'minilm' (default, offline) or 'hash-<dim>' (tests only); must match the store",
+)
 
 
-@app.callback()
-def _root() -> None:
-    """eidetica: long-term memory for LLM agents."""
+def make_embedder(model: str | None) -> Any:
+    """The embedder named on the command line."""
+    from .providers import HashEmbedder, default_embedder
 
-PathOpt = typer.Option(None, "--path", envvar="EIDETICA_PATH", help="store directory")
+    if model in (None, "", "minilm", "default", "sentence-transformers/all-MiniLM-L6-v2"):
+        return default_embedder()
+    if model.startswith("hash-"):
+        return HashEmbedder(dim=int(model.split("-", 1)[1]))
+    raise typer.BadParameter(f"unknown model {model!r}: use 'minilm' or 'hash-<dim>'", param_hint="--model")
 
 
-def _store(path: Path | None) -> Path:
-    return Path(path) if path else Path("eidetica-data")
+def _open(path: Path, tenant: str, model: str | None) -> Any:
+    from . import memory
+
+    return memory.open(path, tenant=tenant, embedder=make_embedder(model))
 
 
 @app.command()
 def demo(
-    path: Path = typer.Option(Path("eidetica-demo"), "--path", help="where the demo store goes"),
-    events: int = typer.Option(20_000, help="how many sample messages to append"),
+    path: Path = typer.Option(Path("eidetica-demo"), "--path", "-p", help="where the demo store goes"),
+    model: Optional[str] = MODEL,
 ) -> None:
-    """Append sample conversations through the durable log, then replay and verify them."""
-    log_dir = path / "log"
-    if log_dir.exists():
-        shutil.rmtree(log_dir)  # the demo is re-runnable: start from a clean log each time
-    users = ["ada", "grace", "linus"]
-    lines = [
-        "I moved to Lisbon last spring and work as a data engineer.",
-        "Remind me to call my sister on Sunday.",
-        "My favourite food is ramen, but I'm allergic to shellfish.",
-        "Can you summarise what we discussed about the trip to Kyoto?",
-        "I switched from Python 3.10 to 3.11 for the new project.",
-    ]
-    t0 = time.perf_counter()
-    with ArrowLog(log_dir) as log:
-        per_batch = 500
-        for b in track(range(events // per_batch), description="appending", console=console):
-            user = users[b % len(users)]
-            session = f"{user}-{b // len(users)}"
-            stream = f"session:demo:{session}"
-            evs = [NewEvent.of(SessionStarted(session_id=session, user_id=user), tenant="demo")]
-            evs += [
-                NewEvent.of(
-                    MessageAppended(
-                        session_id=session,
-                        user_id=user,
-                        role="user" if i % 2 == 0 else "assistant",
-                        content=lines[(b + i) % len(lines)],
-                        sequence=i,
-                    ),
-                    tenant="demo",
-                )
-                for i in range(per_batch - 1)
-            ]
-            log.append(stream, evs)
-        appended = log.head()
-    t_append = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    with ArrowLog(log_dir, readonly=True) as log:
-        counts: dict[str, int] = {}
-        n = 0
-        for batch in log.read_batches():
-            for ev in batch.column("type").to_pylist():
-                counts[ev] = counts.get(ev, 0) + 1
-                n += 1
-        sample = log.read_stream(f"session:demo:{users[0]}-0")[:3]
-        size = log.disk_bytes()
-        segments = len(log.segments())
-    t_replay = time.perf_counter() - t1
-    table = Table(title=f"eidetica log at {log_dir}")
+    """Ingest a small realistic sample through the public API and show what memory gives back."""
+    from .demo import run_demo
+
+    run_demo(path, make_embedder(model), console)
+
+
+@app.command()
+def remember(
+    content: str,
+    category: str = typer.Option("general", "--category", "-c"),
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Store a fact about a user."""
+    with _open(path, tenant, model) as m:
+        console.print(m.remember(content, category, user=user))
+
+
+def _hits_table(hits: list[Any], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("score", "category", "time", "text", "id"):
+        table.add_column(col)
+    for h in hits:
+        table.add_row(f"{h.score:.2f}", escape(h.category or h.kind), f"{h.time:%Y-%m-%d %H:%M}", escape(h.text), h.id)
+    return table
+
+
+def _hits_json(hits: list[Any]) -> str:
+    import msgspec
+
+    return msgspec.json.encode([msgspec.to_builtins(h) for h in hits]).decode()
+
+
+@app.command()
+def recall(
+    query: str,
+    top_k: int = typer.Option(5, "--top-k", "-k", min=1, max=10_000),
+    category: Optional[str] = typer.Option(None, "--category", "-c"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """The user's facts most relevant to QUERY."""
+    with _open(path, tenant, model) as m:
+        hits = m.recall(query, top_k, user=user, category=category)
+    console.print_json(_hits_json(hits)) if as_json else console.print(_hits_table(hits, f"recall: {query}"))
+
+
+@app.command("list")
+def list_(
+    category: Optional[str] = typer.Option(None, "--category", "-c"),
+    limit: int = typer.Option(20, "--limit", "-n", min=1),
+    as_json: bool = typer.Option(False, "--json"),
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """The user's active facts, strongest first."""
+    with _open(path, tenant, model) as m:
+        hits = m.list_memories(user=user, category=category, limit=limit)
+    console.print_json(_hits_json(hits)) if as_json else console.print(_hits_table(hits, f"memories of {user}"))
+
+
+@app.command()
+def forget(
+    fact_id: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL
+) -> None:
+    """Forget one fact (run `compact` to erase it from disk)."""
+    with _open(path, tenant, model) as m:
+        m.forget(fact_id, user=user)
+    console.print(f"forgot {fact_id}")
+
+
+@app.command()
+def sessions(
+    user: Optional[str] = typer.Option(None, "--user", "-u"), path: Path = PATH, tenant: str = TENANT,
+    model: Optional[str] = MODEL,
+) -> None:
+    """Sessions, most recently updated first."""
+    with _open(path, tenant, model) as m:
+        rows = m.list_sessions(user=user)
+    table = Table(title="sessions")
+    for col in ("session", "user", "messages", "last update"):
+        table.add_column(col)
+    for s in rows:
+        table.add_row(escape(s.session_id), escape(s.user_id), str(s.message_count), f"{s.last_time:%Y-%m-%d %H:%M}")
+    console.print(table)
+
+
+@app.command()
+def history(
+    session: str,
+    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1),
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """The stored messages of SESSION."""
+    with _open(path, tenant, model) as m:
+        info = next((s for s in m.list_sessions() if s.session_id == session), None)
+        if info is None:
+            from .errors import NotFound
+
+            raise NotFound("session", session)
+        msgs = m.session(session, user=info.user_id).history(limit)
+    for msg in msgs:
+        console.print(f"[dim]{msg.sequence:>4} {msg.time:%Y-%m-%d %H:%M}[/] [bold]{msg.role}[/]: {escape(msg.content)}")
+
+
+@app.command()
+def export(
+    output: Path = typer.Option(..., "--output", "-o", help="JSONL file, or .parquet"),
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Export the tenant's events (JSONL by default, Parquet for a .parquet name)."""
+    with _open(path, tenant, model) as m:
+        n = m.export(output)
+    console.print(f"exported {n} events to {output}")
+
+
+@app.command("import")
+def import_(file: Path, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+    """Import events written by `export` (idempotent)."""
+    with _open(path, tenant, model) as m:
+        n = m.import_(file)
+    console.print(f"imported {n} events from {file}")
+
+
+@app.command()
+def clear(
+    sessions_only: bool = typer.Option(False, "--sessions-only"),
+    memories_only: bool = typer.Option(False, "--memories-only"),
+    force: bool = typer.Option(False, "--force", help="do not ask"),
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Forget all sessions and/or memories of the tenant (asks first on a terminal)."""
+    if sessions_only and memories_only:
+        raise typer.BadParameter("choose at most one of --sessions-only and --memories-only")
+    what = "sessions" if sessions_only else "memories" if memories_only else "sessions and memories"
+    if not force:
+        if not sys.stdin.isatty():
+            err.print(f"[red]error:[/] refusing to clear {what} without --force (no terminal to ask)")
+            raise typer.Exit(2)
+        if not typer.confirm(f"Forget all {what} of tenant {tenant!r} in {path}?"):
+            err.print("cancelled")
+            raise typer.Exit(1)
+    with _open(path, tenant, model) as m:
+        m.clear(sessions=not memories_only, memories=not sessions_only)
+    console.print(f"cleared {what}")
+
+
+@app.command()
+def rebuild(
+    projection: Optional[str] = typer.Option(None, "--projection", help="one projection by name (default: all)"),
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Drop the projections and replay the log into them, with progress."""
+    from rich.progress import Progress
+
+    with _open(path, tenant, model) as m, Progress(console=console) as bar:
+        task = bar.add_task("replaying", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        t = time.perf_counter()
+        n = m.projector.rebuild(projection, progress)
+    console.print(f"rebuilt from {n} events in {time.perf_counter() - t:.1f} s")
+
+
+@app.command()
+def compact(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+    """Rewrite the log and indices without forgotten data."""
+    with _open(path, tenant, model) as m:
+        report = m.compact()
+    console.print(report)
+
+
+@app.command()
+def reembed(
+    model: str = typer.Option(..., "--model", help="the new embedder (see --model of other commands)"),
+    old: Optional[str] = typer.Option(None, "--from", help="the store's current embedder (default minilm)"),
+    path: Path = PATH, tenant: str = TENANT,
+) -> None:
+    """Re-embed every stored text with a new model and switch the store to it."""
+    from rich.progress import Progress
+
+    with _open(path, tenant, old) as m, Progress(console=console) as bar:
+        task = bar.add_task("re-embedding", total=None)
+        n = m.reembed(make_embedder(model), lambda d, t: bar.update(task, completed=d, total=t))
+    console.print(f"re-embedded {n} chunks with {model}")
+
+
+@app.command()
+def stats(
+    as_json: bool = typer.Option(False, "--json"), path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL
+) -> None:
+    """Events, streams, log bytes, index rows and per-projection lag."""
+    with _open(path, tenant, model) as m:
+        s = m.stats()
+    if as_json:
+        console.print_json(json.dumps(s, default=str))
+        return
+    table = Table(title=f"eidetica store {path}")
     table.add_column("what")
     table.add_column("value", justify="right")
-    table.add_row("events appended (fsync'd)", f"{appended:,} in {t_append:.2f} s ({appended / t_append:,.0f}/s)")
-    table.add_row("events replayed", f"{n:,} in {t_replay:.2f} s ({n / t_replay:,.0f}/s)")
-    for k, v in sorted(counts.items()):
-        table.add_row(f"  {k}", f"{v:,}")
-    table.add_row("segments / bytes on disk", f"{segments} / {size:,}")
+    for k, v in s.items():
+        table.add_row(k, json.dumps(v, default=str) if isinstance(v, dict) else f"{v:,}" if isinstance(v, int) else str(v))
     console.print(table)
-    for ev in sample:
-        console.print(f"[dim]{ev.offset:>6}[/] {ev.stream} v{ev.version} {ev.type}: {ev.decode()}")
-    if n != appended:
-        raise typer.Exit(1)
+
+
+@app.command()
+def tail(
+    follow_seconds: float = typer.Option(0.0, "--seconds", help="stop after this long (0: until Ctrl-C)"),
+    from_start: bool = typer.Option(False, "--from-start", help="print the whole log first"),
+    path: Path = PATH, tenant: str = TENANT,
+) -> None:
+    """Follow events as they are appended (read-only: works next to a running writer)."""
+    import threading
+
+    from .events import ArrowLog
+
+    log = ArrowLog(path / "log", readonly=True)
+    stop = threading.Event()
+    if follow_seconds:
+        threading.Timer(follow_seconds, stop.set).start()
+    start = 0 if from_start else log.head()
+    log.close()
+    pos = start
+    try:
+        while not stop.is_set():
+            log = ArrowLog(path / "log", readonly=True)  # a read-only snapshot; reopen to see new commits
+            for ev in log.read(pos):
+                if ev.tenant in (tenant, ""):
+                    console.print(f"[dim]{ev.offset:>8} {ev.time:%H:%M:%S}[/] {escape(ev.stream)} [bold]{ev.type}[/]")
+                pos = ev.offset + 1
+            log.close()
+            stop.wait(0.5)
+    except KeyboardInterrupt:
+        pass
 
 
 def main() -> None:
-    """Console-script entry point: clear one-line errors unless --debug."""
-    import sys
-
+    """Console-script entry point: one clear line and a non-zero exit on errors, unless --debug."""
     debug = "--debug" in sys.argv
     if debug:
         sys.argv.remove("--debug")
     try:
-        app()
+        app(standalone_mode=True)
     except EideticaError as e:
         if debug:
             raise
-        console.print(f"[red]error:[/] {e}")
-        raise SystemExit(2) from None
+        err.print(f"[red]error:[/] {escape(str(e))}")
+        raise SystemExit(1) from None
+    except (OSError, ValueError) as e:
+        if debug:
+            raise
+        err.print(f"[red]error:[/] {escape(str(e))}")
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -36,11 +36,18 @@ __all__ = [
 class EideticaError(Exception):
     """Root of every error eidetica raises on purpose."""
 
+    _init_args: tuple[Any, ...] = ()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuild from the constructor's arguments: errors cross process boundaries (Ray).
+        return (type(self), self._init_args or self.args)
+
 
 class InvalidInput(EideticaError, ValueError):
     """An argument is invalid; ``field`` names it and nothing was changed."""
 
     def __init__(self, field: str, problem: str, value: Any = None) -> None:
+        self._init_args = (field, problem, value)
         self.field = field
         self.problem = problem
         self.value = value
@@ -51,6 +58,7 @@ class WrongExpectedVersion(EideticaError):
     """An append's ``expected_version`` did not match the stream; nothing was written."""
 
     def __init__(self, stream: str, expected: int, actual: int) -> None:
+        self._init_args = (stream, expected, actual)
         self.stream = stream
         self.expected = expected
         self.actual = actual
@@ -64,6 +72,7 @@ class CorruptLog(EideticaError):
     """A log segment failed verification at ``path`` near byte ``position``."""
 
     def __init__(self, path: str, position: int, problem: str, offset: int | None = None) -> None:
+        self._init_args = (path, position, problem, offset)
         self.path = path
         self.position = position
         self.offset = offset
@@ -76,6 +85,7 @@ class UnknownEventType(EideticaError):
     """A payload carries an event tag this version does not know and cannot upcast."""
 
     def __init__(self, tag: str) -> None:
+        self._init_args = (tag,)
         self.tag = tag
         super().__init__(
             f"unknown event type {tag!r}: written by a newer eidetica, or an upcaster is missing"
@@ -86,6 +96,7 @@ class StoreLocked(EideticaError):
     """Another process (or handle) holds the store open for writing."""
 
     def __init__(self, path: str) -> None:
+        self._init_args = (path,)
         self.path = path
         super().__init__(
             f"store {path} is open for writing elsewhere; close it there, or open read-only"
@@ -96,6 +107,7 @@ class EmbeddingModelChanged(EideticaError):
     """The store's vectors come from another embedder than the one given."""
 
     def __init__(self, stored: str, given: str) -> None:
+        self._init_args = (stored, given)
         self.stored = stored
         self.given = given
         super().__init__(
@@ -108,6 +120,7 @@ class DimensionMismatch(EideticaError):
     """A vector's length differs from the store's dimension."""
 
     def __init__(self, expected: int, actual: int) -> None:
+        self._init_args = (expected, actual)
         self.expected = expected
         self.actual = actual
         super().__init__(f"vector has dimension {actual}, the store expects {expected}")
@@ -117,6 +130,7 @@ class NotFound(EideticaError, KeyError):
     """The id names nothing in this tenant."""
 
     def __init__(self, what: str, ident: str) -> None:
+        self._init_args = (what, ident)
         self.what = what
         self.ident = ident
         super().__init__(f"{what} {ident!r} not found")

@@ -109,6 +109,7 @@ class FactAsserted(Event, frozen=True):
     category: str = "general"
     confidence: float = 1.0
     sources: list[dict[str, Any]] = []
+    request_id: str = ""  # the caller's id for the remember() call: retries are exactly-once
 
 
 class FactReinforced(Event, frozen=True):
@@ -117,6 +118,7 @@ class FactReinforced(Event, frozen=True):
     fact_id: str
     confidence: float
     sources: list[dict[str, Any]] = []
+    request_id: str = ""
 
 
 class FactSuperseded(Event, frozen=True):

@@ -1,0 +1,29 @@
+"""The actors layer: who decides. Plain classes whose state is a fold of the log."""
+
+from ._config import STRATEGIES, MemoryConfig
+from ._records import Hit, Message
+from .curator import FactCurator, FactState
+from .notes import NotesActor
+from .runtime import LocalRuntime, Runtime
+from .schedules import ScheduleInfo, Schedules
+from .session import ROLES, SUMMARY_PREFIX, SessionActor
+from .summarizer import Summarizer, SummaryResult
+
+__all__ = [
+    "MemoryConfig",
+    "STRATEGIES",
+    "Hit",
+    "Message",
+    "FactCurator",
+    "FactState",
+    "NotesActor",
+    "LocalRuntime",
+    "Runtime",
+    "Schedules",
+    "ScheduleInfo",
+    "SessionActor",
+    "ROLES",
+    "SUMMARY_PREFIX",
+    "Summarizer",
+    "SummaryResult",
+]

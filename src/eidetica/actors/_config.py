@@ -1,0 +1,57 @@
+"""Settings of the memory system; every default is documented and overridable."""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..errors import InvalidInput
+
+__all__ = ["MemoryConfig", "STRATEGIES"]
+
+STRATEGIES = ("simple", "sliding_window", "summarizing")
+
+
+class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
+    """Knobs of sessions, summaries and facts (defaults in DESIGN.md)."""
+
+    # sessions
+    window: int = 10  # messages read() returns after the summary
+    token_budget: int = 2000  # history budget read() fills and summaries keep under
+    restore_messages: int = 20  # messages restore() resumes with
+    strategy: str = "summarizing"  # simple | sliding_window | summarizing
+    chunk_chars: int = 640
+    chunk_overlap: int = 96
+    max_sessions: int | None = None  # oldest sessions pruned beyond this (None: unlimited)
+    # rolling summaries
+    summary_trigger: float = 0.80  # summarise when history tokens exceed this share of the budget
+    summary_target: float = 0.50  # ... down to this share
+    min_turns_outside: int = 4  # and at least this many turns lie outside the window
+    retain_recent: int = 6  # messages a compaction keeps verbatim
+    emergency_factor: float = 1.5  # history over budget * this is critical: keep fewer
+    # facts
+    auto_extract: bool = True
+    reinforce_threshold: float = 0.85
+    supersede_threshold: float = 0.80
+    reinforce_step: float = 0.1
+    decay_after_days: float = 7.0
+    decay_factor: float = 0.95
+    prune_below: float = 0.3
+    prune_after_days: float = 30.0
+    max_memories: int = 1000
+    # schedules
+    min_interval_seconds: int = 60
+    max_run_history: int = 20
+
+    def __post_init__(self) -> None:
+        for name in ("window", "token_budget", "restore_messages", "chunk_chars", "max_memories", "retain_recent"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidInput(name, "must be an int >= 1", v)
+        if not 0 <= self.chunk_overlap < self.chunk_chars:
+            raise InvalidInput("chunk_overlap", "must be >= 0 and below chunk_chars", self.chunk_overlap)
+        if self.strategy not in STRATEGIES:
+            raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", self.strategy)
+        if not 0 < self.summary_target < self.summary_trigger <= 1.5:
+            raise InvalidInput("summary_target", "must satisfy 0 < target < trigger")
+        if self.max_sessions is not None and self.max_sessions < 1:
+            raise InvalidInput("max_sessions", "must be None or >= 1", self.max_sessions)

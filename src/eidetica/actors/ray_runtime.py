@@ -1,0 +1,397 @@
+"""RayRuntime: the same actors, placed by Ray for fleets of agents.
+
+Topology (all named, so every client of a store finds the same actors):
+
+- ``LogActor``: owns the store's ``ArrowLog`` (the single writer; its partitions each keep
+  one writer thread inside it, so concurrent callers still share fsyncs). Threaded, so
+  group commit works across Ray calls.
+- ``EmbedderActor``: holds the embedding model once for the whole fleet.
+- ``ViewsActor``: the projections (state folds, LanceDB + Tantivy) and the projector.
+- one ``ActorHost`` per active session (a ``SessionActor``), per user (``FactCurator`` and
+  ``NotesActor``), and summarizers. Each rebuilds its state from the log in its
+  constructor, so ``max_restarts`` brings it back intact; retried calls are safe because
+  event ids make appends idempotent.
+
+Ray is imported only by this module, which ``eidetica.open(..., runtime="ray")`` imports.
+LanceDB is imported lazily inside the ViewsActor (never before Ray forks workers).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import ray
+
+from ..errors import InvalidInput
+from ..events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
+from ..providers import LLM, Embedder, OfflineLLM, default_embedder
+from ._config import MemoryConfig
+from .curator import FactCurator
+from .notes import NotesActor
+from .runtime import Runtime
+from .session import SessionActor
+from .summarizer import Summarizer
+
+__all__ = ["RayRuntime", "RemoteLog", "RemoteEmbedder", "open_ray", "ACTOR_OPTIONS"]
+
+ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0}
+
+
+def _get(ref: Any) -> Any:
+    """ray.get, re-raising the original exception (its type and fields intact)."""
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayTaskError as e:
+        if e.cause is not None:
+            raise e.cause from None
+        raise
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+# -- the log -----------------------------------------------------------------------------
+@ray.remote(max_concurrency=64)
+class LogActor:
+    """Owns the store's ArrowLog in one process."""
+
+    def __init__(self, path: str, fsync: str = "always") -> None:
+        self.log = ArrowLog(path, fsync=fsync)  # type: ignore[arg-type]
+
+    def call(self, method: str, *args: Any, **kw: Any) -> Any:
+        """Call a method of the log."""
+        return getattr(self.log, method)(*args, **kw)
+
+    def read_batches(self, from_offset: int, partition: int) -> list[Any]:
+        """Committed batches from an offset (materialised: they cross the Ray boundary)."""
+        return list(self.log.read_batches(from_offset, partition=partition))
+
+    def partitions(self) -> int:
+        """The log's partition count."""
+        return self.log.partitions
+
+    def pid(self) -> int:
+        """The process id (for fault-injection tests)."""
+        return os.getpid()
+
+
+class RemoteLog(EventLog):
+    """The log port, served by a LogActor."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.partitions = _get(handle.partitions.remote())
+        self.closed = False
+
+    def append(self, stream: str, events: Sequence[NewEvent], expected_version: int = ANY) -> tuple[int, int]:
+        """Append through the LogActor (one remote call for the whole batch)."""
+        return tuple(_get(self.handle.call.remote("append", stream, list(events), expected_version)))  # type: ignore[return-value]
+
+    def read_batches(self, from_offset: int = 0, *, partition: int = 0) -> Iterator[Any]:
+        """Committed batches, fetched in one call."""
+        return iter(_get(self.handle.read_batches.remote(from_offset, partition)))
+
+    def read_stream(self, stream: str, from_version: int = 0) -> list[RecordedEvent]:
+        """A stream's events."""
+        return _get(self.handle.call.remote("read_stream", stream, from_version))
+
+    def head(self, partition: int = 0) -> int:
+        """Next offset of a partition."""
+        return _get(self.handle.call.remote("head", partition))
+
+    def stream_version(self, stream: str) -> int:
+        """A stream's last version."""
+        return _get(self.handle.call.remote("stream_version", stream))
+
+    def wait_for(self, offset: int, *, partition: int = 0, timeout: float | None = None) -> bool:
+        """Wait (in the actor) until an offset is committed."""
+        return _get(self.handle.call.remote("wait_for", offset, partition=partition, timeout=timeout))
+
+    def streams(self) -> list[str]:
+        """Every stream with an event."""
+        return _get(self.handle.call.remote("streams"))
+
+    def disk_bytes(self) -> int:
+        """Bytes of the log on disk."""
+        return _get(self.handle.call.remote("disk_bytes"))
+
+    def redact(self, offsets: dict[int, set[int]]) -> dict[str, int]:
+        """Compaction, done by the owner of the log."""
+        return _get(self.handle.call.remote("redact", offsets))
+
+    def close(self) -> None:
+        """The actor keeps the log open for other clients; nothing to release here."""
+        self.closed = True
+
+
+# -- the embedder ------------------------------------------------------------------------
+@ray.remote(max_concurrency=8)
+class EmbedderActor:
+    """One copy of the embedding model for the fleet."""
+
+    def __init__(self, embedder: Embedder | None) -> None:
+        self.embedder = embedder or default_embedder()
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embed texts."""
+        return self.embedder.embed(texts)
+
+    def info(self) -> tuple[str, int, int]:
+        """(model_id, dim, max_tokens)."""
+        return self.embedder.model_id, self.embedder.dim, getattr(self.embedder, "max_tokens", 256)
+
+
+class RemoteEmbedder(Embedder):
+    """The embedder port, served by an EmbedderActor."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+        self.model_id, self.dim, self.max_tokens = _get(handle.info.remote())
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed through the actor."""
+        return _get(self.handle.embed.remote(list(texts)))
+
+
+# -- actors that host our plain classes ----------------------------------------------------
+@ray.remote(max_concurrency=4)
+class ActorHost:
+    """A Ray actor holding one plain eidetica actor; rebuilt from the log on (re)start."""
+
+    def __init__(
+        self, kind: str, log: Any, embedder: Any, llm: LLM, config: MemoryConfig, args: tuple,
+        clock: Callable[[], dt.datetime] | None = None,
+    ) -> None:
+        rlog, remb = RemoteLog(log), RemoteEmbedder(embedder)
+        clock = clock or _utcnow  # a custom clock arrives as a copy: it is frozen here
+        if kind == "session":
+            self.actor: Any = SessionActor(rlog, *args, remb, config, clock)
+        elif kind == "curator":
+            self.actor = FactCurator(rlog, *args, remb, llm, config, clock)
+        elif kind == "notes":
+            self.actor = NotesActor(rlog, *args, remb, clock)
+        elif kind == "summarizer":
+            self.actor = Summarizer(rlog, llm, remb, config)
+        else:
+            raise InvalidInput("kind", f"unknown actor kind {kind!r}")
+
+    def call(self, method: str, *args: Any, **kw: Any) -> Any:
+        """Call a method of the hosted actor."""
+        return getattr(self.actor, method)(*args, **kw)
+
+    def get(self, name: str) -> Any:
+        """Read an attribute of the hosted actor."""
+        return getattr(self.actor, name)
+
+    def pid(self) -> int:
+        """The process id (for fault-injection tests)."""
+        return os.getpid()
+
+
+class RemoteActor:
+    """A local stand-in for a hosted actor: methods become remote calls, attributes remote reads."""
+
+    def __init__(self, handle: Any, cls: type) -> None:
+        object.__setattr__(self, "_handle", handle)
+        object.__setattr__(self, "_cls", cls)
+        object.__setattr__(self, "last_used", time.monotonic())
+
+    def __getattr__(self, name: str) -> Any:
+        object.__setattr__(self, "last_used", time.monotonic())
+        if callable(getattr(self._cls, name, None)):
+            return lambda *a, **k: _get(self._handle.call.remote(name, *a, **k))
+        return _get(self._handle.get.remote(name))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        pass  # the hosted actor owns its state; the runtime passes what it needs at creation
+
+    def __len__(self) -> int:
+        return _get(self._handle.call.remote("__len__"))
+
+    def __getstate__(self) -> tuple[Any, type]:
+        return self._handle, self._cls  # so a proxy can be passed to another actor
+
+    def __setstate__(self, state: tuple[Any, type]) -> None:
+        object.__setattr__(self, "_handle", state[0])
+        object.__setattr__(self, "_cls", state[1])
+        object.__setattr__(self, "last_used", time.monotonic())
+
+
+class _Target:
+    """Method calls on one attribute (state, index, projector) of the ViewsActor."""
+
+    def __init__(self, handle: Any, target: str) -> None:
+        self.handle = handle
+        self.target = target
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kw: Any) -> Any:
+            kw.pop("progress", None)
+            args = tuple(a for a in args if not callable(a))  # callbacks cannot cross processes
+            return _get(self.handle.call.remote(self.target, name, *args, **kw))
+
+        return call
+
+
+@ray.remote(max_concurrency=8)
+class ViewsActor:
+    """The projections of a store: state folds, chunk index, projector (LanceDB lives here)."""
+
+    def __init__(self, path: str, log: Any, embedder: Any) -> None:
+        from ..memory import LocalViews  # lazily: imports LanceDB inside this worker only
+
+        self.views = LocalViews(Path(path), RemoteLog(log), RemoteEmbedder(embedder))
+        self._lock = threading.Lock()
+
+    def call(self, target: str, method: str, *args: Any, **kw: Any) -> Any:
+        """Call a method of state, index or projector."""
+        with self._lock:
+            return getattr(getattr(self.views, target), method)(*args, **kw)
+
+    def fresh(self, embedder: Any) -> None:
+        """Rebuild the views from the log into a fresh directory and swap them in."""
+        with self._lock:
+            self.views.fresh(RemoteEmbedder(embedder))
+
+
+class RemoteViews:
+    """The local face of a ViewsActor, shaped like ``LocalViews``."""
+
+    def __init__(self, handle: Any, embedder_handle: Any) -> None:
+        self.handle = handle
+        self.embedder_handle = embedder_handle
+        self.state = _Target(handle, "state")
+        self.index = _Target(handle, "index")
+        self.projector = _Target(handle, "projector")
+
+    def fresh(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> None:
+        """Rebuild remotely (progress is not reported across processes)."""
+        handle = embedder.handle if isinstance(embedder, RemoteEmbedder) else EmbedderActor.remote(embedder)
+        _get(self.handle.fresh.remote(handle))
+
+    def close(self) -> None:
+        """The actor stays up for other clients."""
+
+
+# -- the runtime --------------------------------------------------------------------------
+class RayRuntime(Runtime):
+    """Hands out named Ray actors; idle session actors are retired and come back on demand."""
+
+    def __init__(
+        self, key: str, log: Any, embedder: Any, llm: LLM, config: MemoryConfig, idle_seconds: float = 300.0,
+        clock: Callable[[], dt.datetime] | None = None,
+    ) -> None:
+        self.key = key
+        self.clock = clock
+        self.log = log
+        self.embedder = embedder
+        self.llm = llm
+        self.config = config
+        self.idle_seconds = idle_seconds
+        self._lock = threading.Lock()
+        self._proxies: dict[tuple[str, ...], RemoteActor] = {}
+        self._summarizer: RemoteActor | None = None
+
+    def _actor(self, kind: str, cls: type, ident: tuple[str, ...], args: tuple) -> Any:
+        key = (kind, *ident)
+        with self._lock:
+            proxy = self._proxies.get(key)
+            if proxy is None:
+                name = ":".join(("eidetica", self.key, kind, *ident))
+                handle = ActorHost.options(name=name, get_if_exists=True, **ACTOR_OPTIONS).remote(
+                    kind, self.log, self.embedder, self.llm, self.config, args, self.clock
+                )
+                proxy = self._proxies[key] = RemoteActor(handle, cls)
+            return proxy
+
+    def session(self, tenant: str, session_id: str, user_id: str) -> Any:
+        """The Session actor of a session (created on first use)."""
+        return self._actor("session", SessionActor, (tenant, session_id), (tenant, session_id, user_id))
+
+    def curator(self, tenant: str, user_id: str) -> Any:
+        """The FactCurator of a user."""
+        return self._actor("curator", FactCurator, (tenant, user_id), (tenant, user_id))
+
+    def notes(self, tenant: str, user_id: str) -> Any:
+        """The notes actor of a user."""
+        return self._actor("notes", NotesActor, (tenant, user_id), (tenant, user_id))
+
+    def summarizer(self) -> Any:
+        """A Summarizer actor."""
+        return self._actor("summarizer", Summarizer, ("0",), ())
+
+    def retire_idle(self) -> int:
+        """Kill session actors idle for longer than ``idle_seconds``; they come back on demand."""
+        now = time.monotonic()
+        with self._lock:
+            idle = [k for k, p in self._proxies.items() if k[0] == "session" and now - p.last_used > self.idle_seconds]
+            for k in idle:
+                ray.kill(self._proxies.pop(k)._handle, no_restart=True)
+        return len(idle)
+
+    def drop_session(self, tenant: str, session_id: str) -> None:
+        """Forget the proxy of a session (the actor is rebuilt from the log when needed)."""
+        with self._lock:
+            self._proxies.pop(("session", tenant, session_id), None)
+
+    def close(self) -> None:
+        """Drop proxies; the named actors stay up for other clients of the store."""
+        with self._lock:
+            self._proxies.clear()
+
+
+def store_key(path: str | os.PathLike[str]) -> str:
+    """A short stable name for a store, shared by every client that opens the same path."""
+    return hashlib.blake2b(os.path.abspath(os.fspath(path)).encode(), digest_size=6).hexdigest()
+
+
+def open_ray(
+    path: str | os.PathLike[str],
+    *,
+    tenant: str = "default",
+    embedder: Embedder | None = None,
+    llm: LLM | None = None,
+    config: MemoryConfig | None = None,
+    clock: Callable[[], dt.datetime] | None = None,
+    address: str | None = None,
+    fsync: str = "always",
+    idle_seconds: float = 300.0,
+) -> Any:
+    """Open a store whose actors run on a Ray cluster (``address="auto"`` joins a running one)."""
+    from ..memory import Memory
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not ray.is_initialized():
+        ray.init(address=address, namespace="eidetica", include_dashboard=False, log_to_driver=False)
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    key = store_key(root)
+    log_h = LogActor.options(name=f"eidetica:{key}:log", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root / "log"), fsync)
+    emb_h = EmbedderActor.options(name=f"eidetica:{key}:embedder", get_if_exists=True, **ACTOR_OPTIONS).remote(embedder)
+    views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root), log_h, emb_h)
+    config = config or MemoryConfig()
+    llm = llm or OfflineLLM()
+    runtime = RayRuntime(key, log_h, emb_h, llm, config, idle_seconds, clock)
+    return Memory(
+        root, tenant=tenant, embedder=RemoteEmbedder(emb_h), llm=llm, config=config, clock=clock,
+        log=RemoteLog(log_h), runtime=runtime, views=RemoteViews(views_h, emb_h),
+    )
+
+
+def shutdown_store(path: str | os.PathLike[str]) -> None:
+    """Kill a store's named actors (the log closes; data stays on disk)."""
+    key = store_key(path)
+    for name in ray.util.list_named_actors(all_namespaces=False):
+        if name.startswith(f"eidetica:{key}:"):
+            try:
+                ray.kill(ray.get_actor(name), no_restart=True)
+            except ValueError:
+                pass

@@ -1,0 +1,99 @@
+"""Runtimes decide where actors live: in this process (LocalRuntime) or on Ray (RayRuntime)."""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import threading
+from typing import Any, Callable
+
+from ..events import EventLog
+from ..providers import LLM, Embedder
+from ._config import MemoryConfig
+from .curator import FactCurator
+from .notes import NotesActor
+from .session import SessionActor
+from .summarizer import Summarizer
+
+__all__ = ["Runtime", "LocalRuntime"]
+
+
+class Runtime(abc.ABC):
+    """Port: hands out the actor responsible for a session or a user."""
+
+    @abc.abstractmethod
+    def session(self, tenant: str, session_id: str, user_id: str) -> SessionActor:
+        """The Session actor of a session (created on first use)."""
+
+    @abc.abstractmethod
+    def curator(self, tenant: str, user_id: str) -> FactCurator:
+        """The FactCurator of a user (the single writer of the user's facts)."""
+
+    @abc.abstractmethod
+    def notes(self, tenant: str, user_id: str) -> NotesActor:
+        """The notes actor of a user."""
+
+    @abc.abstractmethod
+    def summarizer(self) -> Summarizer:
+        """A Summarizer."""
+
+    def close(self) -> None:
+        """Release actors."""
+
+
+class LocalRuntime(Runtime):
+    """Actors as plain objects in this process, one lock each; imports no Ray."""
+
+    def __init__(
+        self, log: EventLog, embedder: Embedder, llm: LLM, config: MemoryConfig, clock: Callable[[], dt.datetime]
+    ) -> None:
+        self.log = log
+        self.embedder = embedder
+        self.llm = llm
+        self.config = config
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._actors: dict[tuple[str, ...], Any] = {}
+        self._summarizer = Summarizer(log, llm, embedder, config)
+
+    def _get(self, key: tuple[str, ...], make: Callable[[], Any]) -> Any:
+        with self._lock:
+            actor = self._actors.get(key)
+            if actor is None:
+                actor = self._actors[key] = make()
+            return actor
+
+    def session(self, tenant: str, session_id: str, user_id: str) -> SessionActor:
+        """The Session actor of a session (created on first use)."""
+        actor = self._get(
+            ("session", tenant, session_id),
+            lambda: SessionActor(self.log, tenant, session_id, user_id, self.embedder, self.config, self.clock),
+        )
+        if actor.user_id != user_id:
+            actor.user_id = user_id  # ownership is checked against the log on append
+        return actor
+
+    def curator(self, tenant: str, user_id: str) -> FactCurator:
+        """The FactCurator of a user (the single writer of the user's facts)."""
+        return self._get(
+            ("curator", tenant, user_id),
+            lambda: FactCurator(self.log, tenant, user_id, self.embedder, self.llm, self.config, self.clock),
+        )
+
+    def notes(self, tenant: str, user_id: str) -> NotesActor:
+        """The notes actor of a user."""
+        return self._get(("notes", tenant, user_id), lambda: NotesActor(self.log, tenant, user_id, self.embedder, self.clock))
+
+    def summarizer(self) -> Summarizer:
+        """The process's Summarizer."""
+        return self._summarizer
+
+    def drop_session(self, tenant: str, session_id: str) -> None:
+        """Forget the in-memory actor of a session (it is rebuilt from the log on next use)."""
+        with self._lock:
+            self._actors.pop(("session", tenant, session_id), None)
+
+    def close(self) -> None:
+        """Drop every actor."""
+        with self._lock:
+            self._actors.clear()

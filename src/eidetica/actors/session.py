@@ -1,0 +1,287 @@
+"""The Session actor: the single writer of one session's messages."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+from typing import Any, Callable, Sequence
+
+from ..errors import InvalidInput, WrongExpectedVersion
+from ..events import (
+    ChunksEmbedded,
+    EventLog,
+    MessageAppended,
+    NewEvent,
+    SessionForgotten,
+    SessionStarted,
+    SummaryCommitted,
+)
+from ..events.streams import session_stream, summary_stream
+from ..providers import Embedder, count_tokens
+from ._config import STRATEGIES, MemoryConfig
+from ._records import Message
+from ._text import check_metadata, check_text, chunk_text, content_hash, vectors_to_bytes
+
+__all__ = ["SessionActor", "ROLES", "SUMMARY_PREFIX"]
+
+ROLES = ("system", "user", "assistant", "tool")
+SUMMARY_PREFIX = "Rolling session summary: "
+
+
+class SessionActor:
+    """Orders, chunks and embeds a session's messages; its state is a fold of the log."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        tenant: str,
+        session_id: str,
+        user_id: str,
+        embedder: Embedder,
+        config: MemoryConfig,
+        clock: Callable[[], dt.datetime],
+    ) -> None:
+        self.log = log
+        self.tenant = tenant
+        self.session_id = session_id
+        self.user_id = user_id
+        self.embedder = embedder
+        self.config = config
+        self.clock = clock
+        self.stream = session_stream(tenant, session_id)
+        self.summary_stream = summary_stream(tenant, session_id)
+        self._lock = threading.RLock()
+        self.reload()
+
+    # -- state -----------------------------------------------------------------------
+    def reload(self) -> None:
+        """Rebuild the fold from the log (constructor, and after a concurrent writer)."""
+        with self._lock:
+            self.messages: list[Message] = []
+            self.hashes: set[str] = set()
+            self.last_sequence = -1
+            self.owner: str | None = None
+            self.started = False
+            self.message_ids: dict[uuid.UUID, int] = {}
+            self._summary_seen = 0
+            self.summary_text = None
+            self.summary_upto = -1
+            self.version = self.log.stream_version(self.stream)
+            for rec in self.log.read_stream(self.stream):
+                self._fold(rec.decode(), rec.time, rec.event_id, rec.offset)
+            self._load_summary()
+
+    def _fold(self, ev: Any, time: dt.datetime, event_id: uuid.UUID | None = None, offset: int = -1) -> None:
+        if isinstance(ev, SessionStarted):
+            self.started = True
+            self.owner = ev.user_id
+        elif isinstance(ev, MessageAppended):
+            self.messages.append(
+                Message(role=ev.role, content=ev.content, time=time, sequence=ev.sequence, metadata=ev.metadata)
+            )
+            self.last_sequence = max(self.last_sequence, ev.sequence)
+            if event_id is not None:
+                self.message_ids[event_id] = offset
+        elif isinstance(ev, ChunksEmbedded):
+            self.hashes.update(content_hash(t) for t in ev.texts)
+        elif isinstance(ev, SessionForgotten):
+            self.messages.clear()
+            self.hashes.clear()
+            self.started = False
+
+    def _load_summary(self) -> None:
+        """Catch up on the summary stream (other writers, the Summarizer, append to it)."""
+        if not hasattr(self, "_summary_seen"):
+            self._summary_seen = 0
+            self.summary_text: str | None = None
+            self.summary_upto = -1
+        self.summary_epoch = self.log.stream_version(self.summary_stream)  # -1: none yet
+        if self.summary_epoch < self._summary_seen:  # the stream was rewritten (never, but be safe)
+            self._summary_seen, self.summary_text, self.summary_upto = 0, None, -1
+        for rec in self.log.read_stream(self.summary_stream, self._summary_seen):
+            ev = rec.decode()
+            if isinstance(ev, SummaryCommitted):
+                self.summary_text, self.summary_upto = ev.text, ev.upto_sequence
+            elif isinstance(ev, SessionForgotten):
+                self.summary_text, self.summary_upto = None, -1
+            self._summary_seen = rec.version + 1
+
+    # -- writing ---------------------------------------------------------------------
+    def append_many(self, items: Sequence[dict[str, Any]]) -> int:
+        """Append messages (dicts of role, content, metadata, time, sequence, event_id) atomically; returns the last offset."""
+        with self._lock:
+            for attempt in range(3):
+                try:
+                    return self._append_many(items)
+                except WrongExpectedVersion:
+                    if attempt == 2:
+                        raise
+                    self.reload()  # another writer (a restarted actor) got there first
+            raise AssertionError("unreachable")
+
+    def _append_many(self, items: Sequence[dict[str, Any]]) -> int:
+        known = [self.message_ids[i["event_id"]] for i in items if i.get("event_id") in self.message_ids]
+        if known:  # a retried call whose first attempt was committed
+            if len(known) != len(items):
+                raise InvalidInput("messages", "some but not all of these messages were already appended")
+            return max(known)
+        if self.owner is not None and self.owner != self.user_id and self.started:
+            raise InvalidInput("user", f"session {self.session_id!r} belongs to another user")
+        events: list[NewEvent] = []
+        if not self.started:
+            first_time = (items[0].get("time") if items else None) or self.clock()
+            events.append(
+                NewEvent.of(SessionStarted(session_id=self.session_id, user_id=self.user_id), tenant=self.tenant, time=first_time)
+            )
+        seq = self.last_sequence
+        pending_chunks: list[tuple[int, str, str, dict[str, Any], dt.datetime | None, uuid.UUID]] = []
+        new_hashes: set[str] = set()
+        for k, item in enumerate(items):
+            role = item.get("role")
+            if role not in ROLES or role == "system":
+                raise InvalidInput("role", f"must be one of user, assistant, tool (system prompts are not stored)", role)
+            content = check_text("content", item.get("content"))
+            metadata = check_metadata("metadata", item.get("metadata"))
+            want = item.get("sequence")
+            if want is None:
+                want = seq + 1
+            elif isinstance(want, bool) or not isinstance(want, int) or want <= seq:
+                raise InvalidInput(
+                    "sequence", f"must be an int greater than the last sequence {seq} (repeated or out of order)", want
+                )
+            seq = want
+            time = item.get("time")
+            if time is not None and (not isinstance(time, dt.datetime) or time.utcoffset() is None):
+                raise InvalidInput("time", "must be a timezone-aware datetime", time)
+            time = time or self.clock()
+            event_id = item.get("event_id") or uuid.uuid4()
+            ev = MessageAppended(
+                session_id=self.session_id, user_id=self.user_id, role=role, content=content, sequence=seq, metadata=metadata
+            )
+            events.append(NewEvent.of(ev, tenant=self.tenant, event_id=event_id, time=time))
+            for j, chunk in enumerate(chunk_text(content, self.config.chunk_chars, self.config.chunk_overlap)):
+                h = content_hash(chunk)
+                if h in self.hashes or h in new_hashes:
+                    continue  # same text already searchable in this session
+                new_hashes.add(h)
+                meta = dict(metadata, sequence=seq, role=role)
+                pending_chunks.append((seq, f"{event_id.hex}:{j}", chunk, meta, time, event_id))
+        if pending_chunks:
+            vectors = self.embedder.embed([c[2] for c in pending_chunks])
+            for (s, cid, chunk, meta, time, eid), vec in zip(pending_chunks, vectors):
+                events.append(
+                    NewEvent.of(
+                        ChunksEmbedded(
+                            model_id=self.embedder.model_id,
+                            dim=self.embedder.dim,
+                            chunk_ids=[cid],
+                            vectors=vectors_to_bytes(vec[None, :]),
+                            texts=[chunk],
+                            source_id=eid.hex,
+                            kind="message",
+                            user_id=self.user_id,
+                            session_id=self.session_id,
+                            time=time,
+                            metadata=meta,
+                        ),
+                        tenant=self.tenant,
+                        event_id=uuid.uuid5(eid, cid),
+                        time=time,
+                    )
+                )
+        first, last = self.log.append(self.stream, events, self.version)
+        now = self.clock()
+        for k, ne in enumerate(events):  # fold what we wrote rather than re-reading it
+            self._fold(_decode(ne), ne.time or now, ne.event_id, first + k)
+        self.version += len(events)
+        return last
+
+    def forget(self) -> int:
+        """Append the tombstone for this session (its summaries too); returns the last offset."""
+        with self._lock:
+            tomb = SessionForgotten(session_id=self.session_id, user_id=self.user_id)
+            self.log.append(self.summary_stream, [NewEvent.of(tomb, tenant=self.tenant)])
+            _, last = self.log.append(self.stream, [NewEvent.of(tomb, tenant=self.tenant)])
+            self.reload()
+            return last
+
+    # -- reading ---------------------------------------------------------------------
+    def history(self, limit: int | None = None) -> list[Message]:
+        """The stored messages, oldest first (the last ``limit`` when given)."""
+        with self._lock:
+            msgs = list(self.messages)
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise InvalidInput("limit", "must be an int >= 0", limit)
+            msgs = msgs[-limit:] if limit else []
+        return msgs
+
+    def summary(self) -> tuple[int, str | None, int]:
+        """(epoch, text, upto_sequence) of the latest rolling summary; epoch -1 when none."""
+        with self._lock:
+            self._load_summary()
+            return self.summary_epoch, self.summary_text, self.summary_upto
+
+    def read(self, *, strategy: str | None = None, window: int | None = None, token_budget: int | None = None) -> list[Message]:
+        """Messages for the LLM: rolling summary first (summarizing), then recent turns within the budget."""
+        strategy = strategy or self.config.strategy
+        if strategy not in STRATEGIES:
+            raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
+        window = window or self.config.window
+        budget = token_budget or self.config.token_budget
+        with self._lock:
+            self._load_summary()
+            msgs = list(self.messages)
+            summary, upto = self.summary_text, self.summary_upto
+        if strategy == "simple":
+            return msgs
+        out: list[Message] = []
+        if strategy == "summarizing" and summary:
+            msgs = [m for m in msgs if m.sequence > upto]
+            out.append(
+                Message(role="system", content=SUMMARY_PREFIX + summary, time=self.clock(), sequence=upto, metadata={"summary": True})
+            )
+            budget -= count_tokens(out[0].content)
+        recent: list[Message] = []
+        used = 0
+        for m in reversed(msgs[-window:]):
+            t = count_tokens(m.content)
+            if recent and used + t > budget:
+                break
+            recent.append(m)
+            used += t
+        return out + recent[::-1]
+
+    def restore(self, token_budget: int | None = None, limit: int | None = None) -> list[Message]:
+        """Resume a conversation: the last messages (``restore_messages``) that fit the budget."""
+        budget = token_budget or self.config.token_budget
+        limit = limit or self.config.restore_messages
+        with self._lock:
+            msgs = list(self.messages[-limit:])
+        out: list[Message] = []
+        used = 0
+        for m in reversed(msgs):
+            t = count_tokens(m.content)
+            if out and used + t > budget:
+                break
+            out.append(m)
+            used += t
+        return out[::-1]
+
+    def needs_summary(self) -> bool:
+        """Whether the history outgrew the budget with enough turns outside the window."""
+        with self._lock:
+            pending = [m for m in self.messages if m.sequence > self.summary_upto]
+        tokens = sum(count_tokens(m.content) for m in pending)
+        outside = len(pending) - self.config.window
+        return tokens > self.config.summary_trigger * self.config.token_budget and outside >= self.config.min_turns_outside
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+
+def _decode(ne: NewEvent) -> Any:
+    from ..events.types import decode
+
+    return decode(ne.payload)

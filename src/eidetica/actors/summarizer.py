@@ -1,0 +1,90 @@
+"""The Summarizer: rolls a session's old turns into a summary, committed by epoch CAS."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass
+
+from ..errors import WrongExpectedVersion
+from ..events import ChunksEmbedded, EventLog, NewEvent, SummaryCommitted
+from ..providers import LLM, Embedder, count_tokens
+from ._config import MemoryConfig
+from ._text import chunk_text, vectors_to_bytes
+from .session import SessionActor
+
+__all__ = ["Summarizer", "SummaryResult"]
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """What one summarisation attempt did."""
+
+    committed: bool
+    epoch: int
+    upto_sequence: int = -1
+    text: str = ""
+    stale: bool = False
+
+
+class Summarizer:
+    """Reads a session at summary epoch e, asks the LLM, commits with ``expected_version=e``."""
+
+    def __init__(self, log: EventLog, llm: LLM, embedder: Embedder, config: MemoryConfig) -> None:
+        self.log = log
+        self.llm = llm
+        self.embedder = embedder
+        self.config = config
+        self.stale = 0  # summaries discarded because a newer epoch won the race
+        self.committed = 0
+        self._lock = threading.Lock()
+
+    def summarize(self, session: SessionActor, *, force: bool = False) -> SummaryResult:
+        """Summarise the turns older than the retained window; a stale result is discarded and counted."""
+        epoch, previous, upto = session.summary()
+        pending = [m for m in session.history() if m.sequence > upto]
+        tokens = sum(count_tokens(m.content) for m in pending)
+        keep = self.config.retain_recent
+        if tokens > self.config.emergency_factor * self.config.token_budget:
+            keep = max(1, keep // 2)  # emergency compaction: the budget is critically exceeded
+        old = pending[:-keep] if len(pending) > keep else []
+        if not old or (not force and not session.needs_summary()):
+            return SummaryResult(committed=False, epoch=epoch, upto_sequence=upto)
+        target = max(16, int(self.config.summary_target * self.config.token_budget))
+        text = self.llm.summarize(
+            [(m.role, m.content) for m in old], target_tokens=target, previous_summary=previous or ""
+        )
+        new_upto = old[-1].sequence
+        sources = [dict(m.metadata, sequence=m.sequence) for m in old]
+        commit = SummaryCommitted(
+            session_id=session.session_id, epoch=epoch + 1, text=text, upto_sequence=new_upto, sources=sources
+        )
+        chunks = chunk_text(text, self.config.chunk_chars, self.config.chunk_overlap) or [text]
+        vectors = self.embedder.embed(chunks)
+        source_id = f"summary:{session.tenant}:{session.session_id}"
+        eid = uuid.uuid4()
+        embedded = ChunksEmbedded(
+            model_id=self.embedder.model_id,
+            dim=self.embedder.dim,
+            chunk_ids=[f"{source_id}:{k}" for k in range(len(chunks))],
+            vectors=vectors_to_bytes(vectors),
+            texts=chunks,
+            source_id=source_id,
+            kind="summary",
+            user_id=session.user_id,
+            session_id=session.session_id,
+            metadata={"sources": sources, "epoch": epoch + 1},
+        )
+        try:
+            self.log.append(
+                session.summary_stream,
+                [NewEvent.of(commit, tenant=session.tenant, event_id=eid), NewEvent.of(embedded, tenant=session.tenant)],
+                epoch,  # -1 (NO_STREAM) for the first summary: exactly one writer wins each epoch
+            )
+        except WrongExpectedVersion:
+            with self._lock:
+                self.stale += 1
+            return SummaryResult(committed=False, epoch=epoch, stale=True)
+        with self._lock:
+            self.committed += 1
+        return SummaryResult(committed=True, epoch=epoch + 1, upto_sequence=new_upto, text=text)

@@ -1,0 +1,849 @@
+"""The agent-facing facade: ``eidetica.open(path)`` and the handles it gives out."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence, Union
+
+import msgspec
+
+from .actors import (
+    STRATEGIES,
+    FactCurator,
+    Hit,
+    LocalRuntime,
+    MemoryConfig,
+    Message,
+    Runtime,
+    Schedules,
+    SessionActor,
+    Summarizer,
+)
+from .actors._text import check_id, check_text
+from .errors import EideticaError, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
+from .events import (
+    ArrowLog,
+    ChunksEmbedded,
+    EmbedderChanged,
+    EventLog,
+    NewEvent,
+    RecordedEvent,
+    SessionForgotten,
+    UserForgotten,
+)
+from .events.streams import meta_stream, parse_stream, schedules_stream, session_stream
+from .events.types import EVENT_TYPES, Event, decode
+from .projections import ChunkIndex, Projection, Projector, SearchHit, StateProjection
+from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
+
+__all__ = ["open", "Memory", "SessionHandle"]
+
+_EVENT = msgspec.json.Decoder(Union[EVENT_TYPES])  # type: ignore[valid-type]
+_EMBEDDER_STREAM = meta_stream("embedder")
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _slug(model_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", model_id)[:80]
+
+
+class _ModelView(Projection):
+    """A ChunkIndex that only sees vectors of one embedding model (the store's current one)."""
+
+    def __init__(self, index: ChunkIndex, model_id: str) -> None:
+        self.index = index
+        self.model_id = model_id
+        self.name = index.name
+
+    def apply(self, events: Sequence[RecordedEvent]) -> None:
+        """Apply events, dropping vectors of other models."""
+        keep = [
+            e for e in events
+            if e.type != "ChunksEmbedded" or decode(e.payload).model_id == self.model_id  # type: ignore[attr-defined]
+        ]
+        self.index.apply(keep)
+
+    def checkpoint(self) -> dict[int, int]:
+        """The wrapped index's checkpoint."""
+        return self.index.checkpoint()
+
+    def save_checkpoint(self, checkpoint: dict[int, int]) -> None:
+        """Save the wrapped index's checkpoint."""
+        self.index.save_checkpoint(checkpoint)
+
+    def reset(self) -> None:
+        """Drop the wrapped index."""
+        self.index.reset()
+
+    def close(self) -> None:
+        """Close the wrapped index."""
+        self.index.close()
+
+
+class LocalViews:
+    """The projections of a store in this process: state folds, the chunk index, the projector."""
+
+    def __init__(self, path: Path, log: EventLog, embedder: Embedder) -> None:
+        self.path = path
+        self.log = log
+        self.model_id = embedder.model_id
+        self.index_dir = path / "index" / _slug(embedder.model_id)
+        self.rebuilt_after_damage: str | None = None
+        try:
+            self._open(embedder)
+            self.projector.catch_up()
+        except Exception as e:  # noqa: BLE001 - any damage: the log is the truth, rebuild from it
+            import shutil
+            import warnings
+
+            self.rebuilt_after_damage = f"{type(e).__name__}: {e}"
+            warnings.warn(f"eidetica: the index at {self.index_dir} was damaged ({e}); rebuilding it from the log", stacklevel=2)
+            try:
+                self.index.close()
+            except Exception:  # noqa: BLE001 - it is being thrown away
+                pass
+            shutil.rmtree(self.index_dir, ignore_errors=True)
+            self._open(embedder)
+            self.projector.catch_up()
+
+    def _open(self, embedder: Embedder) -> None:
+        self.index = None  # type: ignore[assignment]
+        self.state = StateProjection()
+        self.index = ChunkIndex(self.index_dir, dim=embedder.dim)
+        self.projector = Projector(self.log, [self.state, _ModelView(self.index, embedder.model_id)])
+
+    def fresh(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> None:
+        """Build the projections in a new directory from the log, then swap them in."""
+        import shutil
+
+        final = self.path / "index" / _slug(embedder.model_id)
+        staging = final.with_name(final.name + ".new")
+        shutil.rmtree(staging, ignore_errors=True)
+        index = ChunkIndex(staging, dim=embedder.dim)
+        Projector(self.log, [StateProjection(), _ModelView(index, embedder.model_id)]).rebuild(None, progress)
+        index.close()
+        self.index.close()
+        old = self.index_dir.with_name(self.index_dir.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if self.index_dir.exists():
+            os.replace(self.index_dir, old)
+        os.replace(staging, final)
+        shutil.rmtree(old, ignore_errors=True)  # old LanceDB versions and tantivy segments go with it
+        self.index_dir = final
+        self.model_id = embedder.model_id
+        self._open(embedder)
+        self.projector.catch_up()
+
+    def close(self) -> None:
+        """Close the index."""
+        self.index.close()
+
+
+def open(  # noqa: A001 - the contract's name
+    path: str | os.PathLike[str],
+    *,
+    tenant: str = "default",
+    runtime: str = "local",
+    embedder: Embedder | None = None,
+    llm: LLM | None = None,
+    config: MemoryConfig | None = None,
+    clock: Callable[[], dt.datetime] | None = None,
+    fsync: str = "always",
+    **options: Any,
+) -> "Memory":
+    """Open (or create) a memory store at ``path`` for one tenant."""
+    if runtime not in ("local", "ray"):
+        raise InvalidInput("runtime", "must be 'local' or 'ray'", runtime)
+    if runtime == "ray":
+        from .actors.ray_runtime import open_ray  # imported only when asked for: Ray is heavy
+
+        return open_ray(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, **options)
+    if options:
+        raise InvalidInput(sorted(options)[0], "is not an option of the local runtime")
+    return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync)
+
+
+class Memory:
+    """Long-term memory for one tenant: sessions, facts, notes, schedules, search."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        tenant: str = "default",
+        embedder: Embedder | None = None,
+        llm: LLM | None = None,
+        config: MemoryConfig | None = None,
+        clock: Callable[[], dt.datetime] | None = None,
+        fsync: str = "always",
+        log: EventLog | None = None,
+        runtime: Runtime | None = None,
+        views: Any = None,
+    ) -> None:
+        self.tenant = check_id("tenant", tenant)
+        if config is not None and not isinstance(config, MemoryConfig):
+            raise InvalidInput("config", "must be a MemoryConfig", config)
+        self.config = config or MemoryConfig()
+        self.clock = clock or _utcnow
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.embedder = embedder or default_embedder()
+        self.llm = llm or OfflineLLM()
+        self.log = log or ArrowLog(self.path / "log", fsync=fsync)  # type: ignore[arg-type]
+        self._closed = False
+        try:
+            self._check_embedder()
+            self.views = views or LocalViews(self.path, self.log, self.embedder)
+            self._qlock = threading.RLock()
+            self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
+            self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
+        except BaseException:
+            self.log.close()
+            raise
+        self.extraction_failures = 0
+
+    def for_tenant(self, tenant: str) -> "Memory":
+        """The same store seen as another tenant (shares the log, indices and actors)."""
+        import copy
+
+        view = copy.copy(self)
+        view.tenant = check_id("tenant", tenant)
+        view._owner = False  # closing a view leaves the store open
+        view.schedules = Schedules(self.log, view.tenant, self.config, self.clock)
+        return view
+
+    # -- lifecycle -------------------------------------------------------------------
+    def _check_embedder(self) -> None:
+        recs = self.log.read_stream(_EMBEDDER_STREAM)
+        current = recs[-1].decode() if recs else None
+        if current is None:
+            ev = EmbedderChanged(model_id=self.embedder.model_id, dim=self.embedder.dim)
+            self.log.append(_EMBEDDER_STREAM, [NewEvent.of(ev, tenant="")], -1)
+        elif current.model_id != self.embedder.model_id or current.dim != self.embedder.dim:  # type: ignore[attr-defined]
+            raise EmbeddingModelChanged(f"{current.model_id} ({current.dim}-d)", f"{self.embedder.model_id} ({self.embedder.dim}-d)")  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """Flush and release the store."""
+        if self._closed:
+            return
+        self._closed = True
+        if not getattr(self, "_owner", True):
+            return
+        try:
+            self.runtime.close()
+            self.views.close()
+        finally:
+            self.log.close()
+
+    def __enter__(self) -> "Memory":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def state(self) -> Any:
+        """The state folds (sessions, facts, notes, schedules)."""
+        return self.views.state
+
+    @property
+    def index(self) -> Any:
+        """The chunk index (LanceDB vectors + Tantivy text)."""
+        return self.views.index
+
+    @property
+    def projector(self) -> Any:
+        """The projector that feeds the views from the log."""
+        return self.views.projector
+
+    def _sync(self) -> None:
+        """Read your own writes: apply everything committed before answering."""
+        if self._closed:
+            raise InvalidInput("memory", "is closed")
+        with self._qlock:
+            self.projector.catch_up()
+
+    # -- sessions --------------------------------------------------------------------
+    def session(
+        self, session_id: str, *, user: str, strategy: str | None = None, buffer: int = 0, flush_seconds: float = 0.05
+    ) -> "SessionHandle":
+        """A handle on one conversation of a user (created on first append).
+
+        ``buffer=N`` keeps up to N appends locally and writes them in one call (one round
+        trip on Ray) when full, after ``flush_seconds``, or before any read.
+        """
+        check_id("session_id", session_id)
+        check_id("user", user)
+        if strategy is not None and strategy not in STRATEGIES:
+            raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
+        actor = self.runtime.session(self.tenant, session_id, user)
+        if actor.owner is not None and actor.owner != user and actor.started:
+            raise InvalidInput("user", f"session {session_id!r} belongs to another user")
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
+            raise InvalidInput("buffer", "must be an int >= 0", buffer)
+        return SessionHandle(self, actor, strategy, buffer, flush_seconds)
+
+    def list_sessions(self, *, user: str | None = None) -> list[Any]:
+        """Sessions of the tenant (or a user), most recently updated first."""
+        self._sync()
+        return self.state.sessions(self.tenant, user)
+
+    def forget_session(self, session_id: str) -> None:
+        """Forget a session: messages, summaries and their chunks."""
+        check_id("session_id", session_id)
+        self._sync()
+        owner = next((s.user_id for s in self.state.sessions(self.tenant) if s.session_id == session_id), None)
+        if owner is None:
+            raise NotFound("session", session_id)
+        self.runtime.session(self.tenant, session_id, owner).forget()
+        self._sync()
+
+    def _after_append(self, actor: SessionActor, items: list[dict[str, Any]], strategy: str) -> None:
+        if self.config.auto_extract:
+            users = [dict(i, session_id=actor.session_id) for i in items if i["role"] == "user"]
+            if users:
+                try:
+                    self.runtime.curator(self.tenant, actor.user_id).extract(users)
+                except ProviderError:
+                    self.extraction_failures += 1  # the messages are logged; sweep() retries them
+        if strategy == "summarizing" and actor.needs_summary():
+            try:
+                self.runtime.summarizer().summarize(actor)
+            except ProviderError:
+                pass  # the history is intact; the next append tries again
+        if self.config.max_sessions is not None and actor.version <= len(items) + 1:
+            self._prune_sessions()
+
+    def _prune_sessions(self) -> None:
+        self._sync()
+        sessions = [s for s in self.state.sessions(self.tenant)]
+        for s in sessions[self.config.max_sessions :]:
+            self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
+
+    # -- facts -----------------------------------------------------------------------
+    def remember(self, content: str, category: str = "general", *, user: str) -> str:
+        """Store a fact about a user; returns its id (an existing id when it reinforced one)."""
+        check_id("user", user)
+        return self.runtime.curator(self.tenant, user).remember(content, category, request_id=uuid.uuid4().hex)
+
+    def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None) -> list[Hit]:
+        """The user's facts most relevant to ``query``."""
+        check_id("user", user)
+        return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category)
+
+    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
+        """The user's active facts, strongest first."""
+        check_id("user", user)
+        _check_k("limit", limit)
+        facts = self.runtime.curator(self.tenant, user).active(category)[:limit]
+        return [
+            Hit(id=f.fact_id, kind="fact", text=f.content, score=round(f.confidence, 4), time=f.created,
+                category=f.category, user_id=user, confidence=f.confidence, source_id=f.fact_id,
+                metadata={"sources": f.sources})
+            for f in facts
+        ]
+
+    def forget(self, fact_id: str, *, user: str) -> None:
+        """Forget one fact."""
+        check_id("user", user)
+        if not isinstance(fact_id, str):
+            raise InvalidInput("fact_id", "must be a string", fact_id)
+        self.runtime.curator(self.tenant, user).forget(fact_id)
+
+    def forget_matching(self, query: str, threshold: float = 0.85, *, user: str) -> list[str]:
+        """Forget every fact of a user close to ``query``; returns their ids."""
+        check_id("user", user)
+        return self.runtime.curator(self.tenant, user).forget_matching(query, threshold)
+
+    def forget_user(self, user: str) -> None:
+        """Forget everything about a user: facts, notes, schedules, sessions."""
+        check_id("user", user)
+        self._sync()
+        for s in self.state.sessions(self.tenant, user):
+            self.runtime.session(self.tenant, s.session_id, user).forget()
+        self.runtime.curator(self.tenant, user).forget_user()
+        self.runtime.notes(self.tenant, user).forget_user()
+        self.log.append(schedules_stream(self.tenant, user), [NewEvent.of(UserForgotten(user_id=user), tenant=self.tenant)])
+        self.schedules.forget_user(user)
+        self._sync()
+
+    # -- notes -----------------------------------------------------------------------
+    def store_note(self, text: str, *, user: str) -> str:
+        """Store a note; returns ``note-<uuid>``."""
+        check_id("user", user)
+        return self.runtime.notes(self.tenant, user).store(text)
+
+    def delete_note(self, note_id: str, *, user: str) -> None:
+        """Delete a note."""
+        check_id("user", user)
+        self.runtime.notes(self.tenant, user).delete(note_id)
+
+    # -- search ----------------------------------------------------------------------
+    def _search(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        user: str | None,
+        kinds: Sequence[str],
+        category: str | None = None,
+        exclude_session: str | None = None,
+        session_id: str | None = None,
+        min_score: float | None = None,
+        mode: str = "hybrid",
+    ) -> list[Hit]:
+        check_text("query", query)
+        _check_k("top_k", top_k)
+        vector = self.embedder.embed([query])[0] if mode != "text" else None
+        self._sync()
+        kw = dict(
+            tenant=self.tenant, text=query, vector=vector, top_k=top_k, mode=mode, kinds=kinds, user_id=user,
+            category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score,
+        )
+        try:
+            hits = self.index.search(**kw)
+        except EideticaError:
+            raise
+        except Exception as e:  # noqa: BLE001 - damaged index files: the log is the truth
+            import warnings
+
+            warnings.warn(f"eidetica: the index failed ({type(e).__name__}: {e}); rebuilding it from the log", stacklevel=2)
+            with self._qlock:
+                self.views.fresh(self.embedder)
+            hits = self.index.search(**kw)
+        return [_hit(h) for h in hits]
+
+    def search(
+        self,
+        query: str,
+        *,
+        user: str,
+        top_k: int = 10,
+        exclude_session: str | None = None,
+        min_score: float = 0.60,
+        kinds: Sequence[str] = ("message", "summary"),
+        mode: str = "hybrid",
+    ) -> list[Hit]:
+        """Search a user's conversations across sessions (optionally excluding the current one)."""
+        check_id("user", user)
+        return self._search(
+            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, min_score=min_score, mode=mode
+        )
+
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
+        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+        check_id("user", user)
+        _check_k("max_facts", max_facts)
+        _check_k("max_tokens", max_tokens)
+        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"])
+        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"])
+        lines = ["## Relevant Memory", ""]
+        used = count_tokens("\n".join(lines))
+        for title, hits in (("### Facts", facts), ("### Notes", notes)):
+            if not hits:
+                continue
+            block = [title]
+            for h in hits:
+                line = f"- {h}"
+                t = count_tokens(line)
+                if used + t + count_tokens(title) > max_tokens:
+                    break
+                block.append(line)
+                used += t
+            if len(block) > 1:
+                lines += block + [""]
+                used += count_tokens(title)
+        if len(lines) == 2:
+            lines.append("_No relevant memories._")
+        return "\n".join(lines).rstrip() + "\n"
+
+    # -- maintenance -----------------------------------------------------------------
+    def sweep(self, now: dt.datetime | None = None) -> dict[str, int]:
+        """Decay and prune facts of every user, and retry pending extractions."""
+        self._sync()
+        users = {s.user_id for s in self.state.sessions(self.tenant)}
+        users |= {parse_stream(s)[2] for s in self.log.streams() if s.startswith(f"facts:")}  # type: ignore[attr-defined]
+        totals = {"decayed": 0, "pruned": 0, "extracted": 0}
+        for user in sorted(users):
+            cur = self.runtime.curator(self.tenant, user)
+            r = cur.sweep(now or self.clock())
+            totals["decayed"] += r["decayed"]
+            totals["pruned"] += r["pruned"]
+            if self.config.auto_extract:
+                pending = [
+                    {"session_id": s.session_id, "sequence": m.sequence, "content": m.content, "metadata": m.metadata, "time": m.time}
+                    for s in self.state.sessions(self.tenant, user)
+                    for m in self.runtime.session(self.tenant, s.session_id, user).history()
+                    if m.role == "user"
+                ]
+                try:
+                    totals["extracted"] += len(cur.extract(pending))
+                except ProviderError:
+                    self.extraction_failures += 1
+        return totals
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes: events, streams, log bytes, index rows, projection lag."""
+        self._sync()
+        return {
+            "tenant": self.tenant,
+            "events": sum(self.log.head(p) for p in range(self.log.partitions)),
+            "streams": len(self.log.streams()),  # type: ignore[attr-defined]
+            "log_bytes": self.log.disk_bytes() if hasattr(self.log, "disk_bytes") else 0,  # type: ignore[attr-defined]
+            "index": self.index.stats(),
+            "lag": self.projector.lag(),
+            "sessions": len(self.state.sessions(self.tenant)),
+            "summaries_committed": self.runtime.summarizer().committed,
+            "summaries_stale": self.runtime.summarizer().stale,
+            "extraction_failures": self.extraction_failures,
+            "embedder": self.embedder.model_id,
+        }
+
+    def _tenant_events(self) -> Iterator[RecordedEvent]:
+        for p in range(self.log.partitions):
+            for batch in self.log.read_batches(partition=p):
+                tenants = batch.column("tenant").to_pylist()
+                if self.tenant not in tenants:
+                    continue
+                from .events.envelope import events_from_batch
+
+                for ev in events_from_batch(batch):
+                    if ev.tenant == self.tenant:
+                        yield ev
+
+    def export(self, path: str | os.PathLike[str]) -> int:
+        """Write this tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
+        rows = [
+            {"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(), "type": e.type,
+             "event": msgspec.to_builtins(e.decode())}
+            for e in self._tenant_events()
+        ]
+        target = Path(path)
+        if target.suffix == ".parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            table = pa.table({
+                "stream": [r["stream"] for r in rows], "event_id": [r["event_id"] for r in rows],
+                "time": [r["time"] for r in rows], "type": [r["type"] for r in rows],
+                "event": [json.dumps(r["event"]) for r in rows],
+            })
+            pq.write_table(table, target)
+        else:
+            with target.open("w", encoding="utf-8") as f:
+                for r in rows:
+                    f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        return len(rows)
+
+    def import_(self, path: str | os.PathLike[str]) -> int:
+        """Append events exported by ``export`` into this tenant (idempotent by event id)."""
+        source = Path(path)
+        if not source.exists():
+            raise InvalidInput("path", f"{source} does not exist")
+        if source.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            t = pq.read_table(source).to_pylist()
+            rows = [dict(r, event=json.loads(r["event"])) for r in t]
+        else:
+            rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+        by_stream: dict[str, list[NewEvent]] = {}
+        for i, r in enumerate(rows):
+            try:
+                ev = msgspec.convert(r["event"], Union[EVENT_TYPES])  # type: ignore[arg-type]
+                kind, _tenant, ident = parse_stream(r["stream"])
+            except (msgspec.ValidationError, KeyError, ValueError) as e:
+                raise InvalidInput(f"line {i + 1}", f"is not an exported event: {e}") from None
+            stream = r["stream"] if kind == "meta" else f"{kind}:{session_stream(self.tenant, ident).split(':', 1)[1]}"
+            by_stream.setdefault(stream, []).append(
+                NewEvent.of(ev, tenant=self.tenant, event_id=uuid.UUID(r["event_id"]), time=dt.datetime.fromisoformat(r["time"]))
+            )
+        n = 0
+        for stream, evs in by_stream.items():
+            if stream.startswith("meta:"):
+                continue
+            for k in range(0, len(evs), 1000):
+                self.log.append(stream, evs[k : k + 1000])
+                n += len(evs[k : k + 1000])
+        if isinstance(self.runtime, LocalRuntime):
+            self.runtime.close()  # actors refold from the log on next use
+        self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
+        self._sync()
+        return n
+
+    def clear(self, sessions: bool = True, memories: bool = True) -> None:
+        """Forget every session and/or every fact and note of this tenant."""
+        self._sync()
+        if sessions:
+            for s in self.state.sessions(self.tenant):
+                self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
+        if memories:
+            users = {parse_stream(s)[2] for s in self.log.streams() if s.split(":")[0] in ("facts", "notes")  # type: ignore[attr-defined]
+                     and parse_stream(s)[1] == self.tenant}
+            for u in sorted(users):
+                self.runtime.curator(self.tenant, u).forget_user()
+                self.runtime.notes(self.tenant, u).forget_user()
+        self._sync()
+
+    # -- deletion for real, model switches ----------------------------------------------
+    def _dead(self) -> tuple[dict[int, set[int]], list[tuple[RecordedEvent, Any]]]:
+        """Offsets whose content users asked to forget, and the live ChunksEmbedded events."""
+        tombs: dict[str, int] = {}
+        deleted: set[str] = set()  # users asked: the content goes
+        inactive: set[str] = set()  # superseded or pruned: history stays, rows go
+        gone_types = {"SessionForgotten", "UserForgotten", "FactDeleted", "NoteDeleted", "FactSuperseded", "FactPruned"}
+        for p in range(self.log.partitions):
+            for batch in self.log.read_batches(partition=p):
+                types = batch.column("type").to_pylist()
+                if not gone_types.intersection(types):
+                    continue
+                from .events.envelope import events_from_batch
+
+                for ev in events_from_batch(batch):
+                    if ev.type in ("SessionForgotten", "UserForgotten"):
+                        tombs[ev.stream] = max(tombs.get(ev.stream, -1), ev.version)
+                    elif ev.type in gone_types:
+                        d = ev.decode()
+                        ident = getattr(d, "fact_id", "") or getattr(d, "note_id", "")
+                        (deleted if ev.type in ("FactDeleted", "NoteDeleted") else inactive).add(ident)
+        redact: dict[int, set[int]] = {}
+        live: list[tuple[RecordedEvent, Any]] = []
+        latest_summary: dict[str, int] = {}
+        for p in range(self.log.partitions):
+            from .events.envelope import events_from_batch
+
+            for batch in self.log.read_batches(partition=p):
+                for ev in events_from_batch(batch):
+                    if ev.type in ("Redacted", "SessionForgotten", "UserForgotten"):
+                        continue
+                    forgotten = ev.version < tombs.get(ev.stream, -1)
+                    d = None
+                    if not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "ChunksEmbedded"):
+                        d = ev.decode()
+                        src = getattr(d, "source_id", None) or getattr(d, "fact_id", None) or getattr(d, "note_id", "")
+                        forgotten = src in deleted
+                    if forgotten:
+                        redact.setdefault(p, set()).add(ev.offset)
+                    elif ev.type == "ChunksEmbedded":
+                        if d.source_id in inactive:  # type: ignore[union-attr]
+                            continue
+                        if d.kind == "summary":  # type: ignore[union-attr]
+                            latest_summary[d.source_id] = len(live)  # type: ignore[union-attr]
+                        live.append((ev, d))
+        stale = {i for i, (_, d) in enumerate(live) if d.kind == "summary" and latest_summary.get(d.source_id) != i}
+        return redact, [x for i, x in enumerate(live) if i not in stale]
+
+    def compact(self) -> dict[str, int]:
+        """Erase forgotten content from disk: redact it in the log, rebuild the indices afresh."""
+        self._sync()
+        with self._qlock:
+            redact, _ = self._dead()
+            report = self.log.redact(redact)  # type: ignore[attr-defined]
+            self.views.fresh(self.embedder)
+        if isinstance(self.runtime, LocalRuntime):
+            self.runtime.close()  # actors refold from the compacted log
+        return report
+
+    def reembed(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every live text again with ``embedder``, record the switch, and move to it.
+
+        Old vectors stay in the log; queries use the old index until the new one is built.
+        Re-running after a crash resumes: event ids are derived, so appends are idempotent.
+        """
+        if embedder.model_id == self.embedder.model_id and embedder.dim == self.embedder.dim:
+            raise InvalidInput("embedder", f"the store already uses {embedder.model_id}")
+        self._sync()
+        _, live = self._dead()
+        live = [(ev, d) for ev, d in live if d.model_id == self.embedder.model_id]
+        total = sum(len(d.texts) for _, d in live)
+        done = 0
+        for k in range(0, len(live), 64):
+            group = live[k : k + 64]
+            texts = [t for _, d in group for t in d.texts]
+            vectors = embedder.embed(texts) if texts else None
+            pos = 0
+            by_stream: dict[str, list[NewEvent]] = {}
+            for ev, d in group:
+                n = len(d.texts)
+                new = msgspec.structs.replace(
+                    d, model_id=embedder.model_id, dim=embedder.dim,
+                    vectors=vectors[pos : pos + n].astype("<f4").tobytes() if n else b"",  # type: ignore[index]
+                )
+                pos += n
+                by_stream.setdefault(ev.stream, []).append(
+                    NewEvent.of(new, tenant=ev.tenant, event_id=uuid.uuid5(ev.event_id, embedder.model_id), time=ev.time)
+                )
+            for stream, evs in by_stream.items():
+                self.log.append(stream, evs)
+            done += len(texts)
+            if progress:
+                progress(done, total)
+        with self._qlock:
+            self.views.fresh(embedder)
+            self.log.append(
+                _EMBEDDER_STREAM,
+                [NewEvent.of(EmbedderChanged(model_id=embedder.model_id, dim=embedder.dim, previous_model_id=self.embedder.model_id), tenant="")],
+            )
+            self.embedder = embedder
+            if isinstance(self.runtime, LocalRuntime):
+                self.runtime = LocalRuntime(self.log, embedder, self.llm, self.config, self.clock)
+        return total
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Drop the projections and replay the log into them; returns events replayed."""
+        with self._qlock:
+            return self.projector.rebuild(None, progress)
+
+
+class SessionHandle:
+    """One conversation: append messages, read history for the LLM."""
+
+    def __init__(self, memory: Memory, actor: SessionActor, strategy: str | None, buffer: int = 0, flush_seconds: float = 0.05) -> None:
+        self._m = memory
+        self._actor = actor
+        self.strategy = strategy
+        self.session_id = actor.session_id
+        self.user = actor.user_id
+        self.system_prompt: str | None = None
+        self._run_start = actor.last_sequence
+        self.buffer_size = buffer
+        self.flush_seconds = flush_seconds
+        self._buffer: list[dict[str, Any]] = []
+        self._buf_lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._flush_error: BaseException | None = None
+
+    def append(
+        self,
+        role: str,
+        content: str,
+        metadata: dict[str, Any] | None = None,
+        *,
+        time: dt.datetime | None = None,
+        sequence: int | None = None,
+    ) -> int:
+        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle."""
+        if role == "system":
+            self.system_prompt = check_text("content", content)
+            return self._m.log.head(self._m.log.partition_of(self._actor.stream)) - 1
+        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence}
+        if not self.buffer_size:
+            return self.extend([item])
+        from .actors import ROLES
+
+        if role not in ROLES:
+            raise InvalidInput("role", "must be one of user, assistant, tool", role)
+        check_text("content", content)
+        with self._buf_lock:
+            self._raise_flush_error()
+            self._buffer.append(item)
+            full = len(self._buffer) >= self.buffer_size
+            if not full and self._timer is None:
+                self._timer = threading.Timer(self.flush_seconds, self._flush_quietly)
+                self._timer.daemon = True
+                self._timer.start()
+        return self.flush() if full else -1
+
+    def _raise_flush_error(self) -> None:
+        if self._flush_error is not None:
+            e, self._flush_error = self._flush_error, None
+            raise e
+
+    def _flush_quietly(self) -> None:
+        try:
+            self.flush()
+        except BaseException as e:  # noqa: BLE001 - surfaced on the caller's next call
+            self._flush_error = e
+
+    def flush(self) -> int:
+        """Write buffered messages now (one call); returns the last offset, -1 when nothing was buffered."""
+        with self._buf_lock:
+            items, self._buffer = self._buffer, []
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if not items:
+                self._raise_flush_error()
+                return -1
+            return self.extend(items)
+
+    def extend(self, messages: Sequence[dict[str, Any]]) -> int:
+        """Append many messages in one atomic write (one embedding batch); returns the last offset."""
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
+            raise InvalidInput("messages", "must be a non-empty list of dicts")
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                raise InvalidInput(f"messages[{i}]", "must be a dict")
+        # event ids are chosen here, by the caller: a retried call is then idempotent
+        items = [dict(m, metadata=m.get("metadata") or {}, event_id=m.get("event_id") or uuid.uuid4()) for m in messages]
+        first_seq = self._actor.last_sequence
+        offset = self._actor.append_many(items)
+        written = [m for m in self._actor.history() if m.sequence > first_seq]
+        stored = [
+            {"role": m.role, "content": m.content, "metadata": m.metadata, "sequence": m.sequence, "time": m.time}
+            for m in written
+        ]
+        self._m._after_append(self._actor, stored, self.strategy or self._m.config.strategy)
+        return offset
+
+    def read(self, *, strategy: str | None = None, window: int | None = None, token_budget: int | None = None) -> list[Message]:
+        """Messages for the LLM: system prompt, rolling summary, then recent turns within the budget."""
+        self.flush()
+        msgs = self._actor.read(strategy=strategy or self.strategy, window=window, token_budget=token_budget)
+        if self.system_prompt:
+            msgs = [Message(role="system", content=self.system_prompt, time=self._m.clock(), sequence=-1)] + msgs
+        return msgs
+
+    def appended(self) -> list[Message]:
+        """Only the messages this handle (this run) appended."""
+        self.flush()
+        return [m for m in self._actor.history() if m.sequence > self._run_start]
+
+    def history(self, limit: int | None = None) -> list[Message]:
+        """Stored messages, oldest first (the last ``limit``)."""
+        self.flush()
+        return self._actor.history(limit)
+
+    def summary(self) -> str | None:
+        """The latest rolling summary's text, if any."""
+        return self._actor.summary()[1]
+
+    def summarize(self, *, force: bool = True) -> bool:
+        """Roll old turns into the summary now; True when a summary was committed."""
+        return self._m.runtime.summarizer().summarize(self._actor, force=force).committed
+
+    def restore(self, token_budget: int | None = None) -> list[Message]:
+        """Resume: the last messages that fit ``token_budget``."""
+        self.flush()
+        return self._actor.restore(token_budget)
+
+    def forget(self) -> None:
+        """Forget this session."""
+        self._actor.forget()
+        self._m._sync()
+
+    def __len__(self) -> int:
+        self.flush()
+        return len(self._actor)
+
+
+def _check_k(field: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 10_000:
+        raise InvalidInput(field, "must be an int in [1, 10000]", value)
+
+
+def _hit(h: SearchHit) -> Hit:
+    return Hit(
+        id=h.id, kind=h.kind, text=h.text, score=round(float(h.score), 4), time=h.time, category=h.category,
+        session_id=h.session_id, user_id=h.user_id, confidence=h.confidence, source_id=h.source_id,
+        metadata=dict(h.metadata or {}),
+    )

@@ -1,0 +1,27 @@
+"""What we know: folds of the event log that can be dropped and rebuilt by replay.
+
+* ``StateProjection`` - in-memory sessions, summaries, facts, notes, schedules.
+* ``ChunkIndex`` - LanceDB vectors + Tantivy BM25 over ``ChunksEmbedded`` rows, hybrid search.
+* ``Projector`` - tails the log, applies batches, saves checkpoints after output, rebuilds.
+
+lancedb is imported lazily (when a ``ChunkIndex`` is opened), never by importing this
+package: Ray forks its workers later, and lancedb warns about fork.
+"""
+
+from ._base import Projection, SearchHit
+from ._index import ChunkIndex
+from ._projector import Projector
+from ._state import FactInfo, MessageInfo, NoteInfo, ScheduleInfo, SessionInfo, StateProjection
+
+__all__ = [
+    "Projection",
+    "SearchHit",
+    "StateProjection",
+    "SessionInfo",
+    "MessageInfo",
+    "FactInfo",
+    "NoteInfo",
+    "ScheduleInfo",
+    "ChunkIndex",
+    "Projector",
+]

@@ -1,0 +1,113 @@
+"""The projection port, the search hit record, and small helpers shared by projections."""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+import json
+import os
+import tempfile
+from typing import Any, Sequence
+
+import msgspec
+
+from ..events import RecordedEvent
+
+__all__ = ["Projection", "SearchHit", "atomic_write_json", "read_json", "fsync_dir", "UTC"]
+
+UTC = dt.timezone.utc
+
+
+class Projection(abc.ABC):
+    """Port: a fold of the log into some queryable output.
+
+    ``apply`` must be idempotent (applying the same events twice changes nothing), and
+    ``save_checkpoint`` is called by the Projector only after the output of the events it
+    covers is durable, so a crash between the two replays harmlessly.
+    """
+
+    name: str = "projection"
+
+    @abc.abstractmethod
+    def apply(self, events: Sequence[RecordedEvent]) -> None:
+        """Fold a batch of events (in log order within each partition) into the output."""
+
+    @abc.abstractmethod
+    def checkpoint(self) -> dict[int, int]:
+        """Partition -> next offset to apply (a missing partition means 0)."""
+
+    @abc.abstractmethod
+    def save_checkpoint(self, checkpoint: dict[int, int]) -> None:
+        """Record the checkpoint; called after the output of the events it covers is durable."""
+
+    @abc.abstractmethod
+    def reset(self) -> None:
+        """Drop every output and the checkpoint (before a rebuild)."""
+
+    def maintain(self, force: bool = False) -> None:
+        """Housekeeping the Projector runs when caught up; ``force`` skips rate limits (default: nothing)."""
+
+    def close(self) -> None:
+        """Release files and threads (default: nothing)."""
+
+
+class SearchHit(msgspec.Struct, kw_only=True):
+    """One search result row.
+
+    ``score`` depends on the mode: hybrid = fused min-max score in [0, 1]; vector = cosine
+    similarity (1 - cosine distance, in [-1, 1]); text = BM25 / best BM25 of the query, in
+    (0, 1]. ``vector_score`` (cosine similarity) and ``text_score`` (raw BM25) are the
+    un-normalised inputs, 0.0 when the row was not in that candidate list.
+    """
+
+    id: str
+    kind: str
+    text: str
+    score: float
+    time: dt.datetime
+    tenant: str
+    user_id: str
+    session_id: str
+    category: str
+    confidence: float
+    source_id: str
+    metadata: dict[str, Any]
+    vector_score: float = 0.0
+    text_score: float = 0.0
+
+
+def fsync_dir(path: str) -> None:
+    """fsync a directory so a rename inside it is durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_json(path: str, data: Any) -> None:
+    """Write JSON to ``path`` atomically (temp file, fsync, rename, fsync dir)."""
+    d = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(d)
+
+
+def read_json(path: str, default: Any = None) -> Any:
+    """Read a JSON file, or ``default`` when it does not exist."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return default

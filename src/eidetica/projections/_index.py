@@ -1,0 +1,674 @@
+"""ChunkIndex: the LanceDB ``chunks`` table and the Tantivy index, fed from the same events.
+
+Row semantics
+-------------
+* ``ChunksEmbedded`` -> one row per chunk id (id = chunk id, tenant = envelope tenant,
+  time = the event's ``time`` field or the envelope time). A ``kind="summary"`` event first
+  deletes the older rows of the same ``source_id`` (a newer summary replaces the old one).
+* ``FactReinforced`` / ``FactDecayed`` set ``confidence`` on rows whose source_id is the fact.
+* ``FactSuperseded`` / ``FactDeleted`` / ``FactPruned`` delete rows whose source_id is the
+  fact; ``NoteDeleted`` those of the note; ``SessionForgotten`` the message and summary rows
+  of the session; ``UserForgotten`` every row of the user (always within the tenant).
+
+Idempotence and order independence
+----------------------------------
+Rows are keyed by ``(tenant, chunk id)``; LanceDB rows are written with ``merge_insert``
+on the key (plain appends for keys never seen), Tantivy documents by delete-term + add.
+A delete only removes rows written by events no later (log time) than itself, and leaves a
+mark (``marks.jsonl``) so that a row of the same source/session/user arriving later from
+another partition, but older than the delete, is not inserted. Applying a batch twice, or
+replaying from any older checkpoint, therefore converges to the same rows, and a rebuild
+from offset 0 equals the incrementally built index.
+
+Scores (``SearchHit.score``)
+----------------------------
+* hybrid: ``0.7 * v + 0.3 * t`` where v and t are the vector similarity and BM25 score
+  min-max normalised over this query's candidate lists (a row missing from a list gets 0;
+  a list whose scores are all equal normalises to 1). Range [0, 1]; ``min_score`` applies
+  to this fused value. Ties are broken by recency (newer ``time`` first), then id.
+* vector: cosine similarity, 1 - cosine distance, in [-1, 1].
+* text: BM25 divided by the best BM25 of the query, in (0, 1].
+
+BM25 is computed exactly from the live statistics of the query's tenant (see
+``_tantivy``), so deleted documents and other tenants never influence a score, and a
+rebuilt index scores exactly like the incrementally built one. Filter values are escaped
+SQL literals for LanceDB and term queries for Tantivy; query text is only ever analyzed
+into terms, never parsed as query syntax.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import DimensionMismatch, InvalidInput
+from ..events import RecordedEvent
+from ..events import types as ev
+from ._base import Projection, SearchHit, atomic_write_json, read_json
+from ._lance import LanceChunks
+from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
+from ._tantivy import TantivyChunks, analyze
+
+__all__ = ["ChunkIndex"]
+
+log = logging.getLogger(__name__)
+
+VECTOR_WEIGHT = 0.7
+TEXT_WEIGHT = 0.3
+MODES = ("hybrid", "vector", "text")
+_SESSION_KINDS = ("message", "summary")
+_HANDLED = frozenset({
+    "ChunksEmbedded", "FactReinforced", "FactDecayed", "FactSuperseded", "FactDeleted", "FactPruned",
+    "NoteDeleted", "SessionForgotten", "UserForgotten",
+})
+FORMAT = 1
+
+
+class _Marks:
+    """Durable memory of deletes and confidence changes, for rows that arrive late.
+
+    ``marks.jsonl`` is append-only; a torn last line (crash) is ignored and the events
+    behind it are replayed anyway, because the checkpoint is written after ``sync()``.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.dels: dict[tuple[str, str, str], tuple[int, tuple[str, ...] | None]] = {}
+        self.confs: dict[tuple[str, str], tuple[int, float]] = {}
+        self._buf: list[str] = []
+        self._unsynced = False
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            with open(self.path) as f:
+                lines = f.readlines()
+        except FileNotFoundError:
+            return
+        for line in lines:
+            try:
+                rec = json.loads(line)
+                if rec[0] == "d":
+                    self._del(rec[1], rec[2], rec[3], int(rec[4]), tuple(rec[5]) if rec[5] is not None else None)
+                elif rec[0] == "c":
+                    self._conf(rec[1], rec[2], int(rec[3]), float(rec[4]))
+            except (ValueError, IndexError, TypeError, KeyError):
+                continue  # torn tail
+
+    def _del(self, tenant: str, field: str, value: str, time: int, kinds: tuple[str, ...] | None) -> bool:
+        k = (tenant, field, value)
+        old = self.dels.get(k)
+        if old is not None and old[0] >= time:
+            return False
+        self.dels[k] = (time, kinds)
+        return True
+
+    def _conf(self, tenant: str, source: str, time: int, conf: float) -> bool:
+        old = self.confs.get((tenant, source))
+        if old is not None and old[0] > time:
+            return False
+        self.confs[(tenant, source)] = (time, conf)
+        return True
+
+    def add_delete(self, p: Pred) -> None:
+        """Remember a delete (the latest per tenant/field/value)."""
+        if self._del(p.tenant, p.field, p.value, p.time, p.kinds):
+            self._buf.append(json.dumps(["d", p.tenant, p.field, p.value, p.time, p.kinds]))
+
+    def add_conf(self, tenant: str, source: str, time: int, conf: float) -> bool:
+        """Remember a confidence change; False when an even later one is known (stale)."""
+        if not self._conf(tenant, source, time, conf):
+            return False
+        self._buf.append(json.dumps(["c", tenant, source, time, conf]))
+        return True
+
+    def kills(self, row: Row) -> bool:
+        """Whether a delete newer than the row covers it."""
+        for field, value in (("source_id", row.source_id), ("user_id", row.user_id), ("session_id", row.session_id)):
+            if not value:
+                continue
+            m = self.dels.get((row.tenant, field, value))
+            if m is not None and row.etime <= m[0] and (m[1] is None or row.kind in m[1]):
+                return True
+        return False
+
+    def conf_for(self, row: Row) -> float | None:
+        """A confidence change newer than the row, if any."""
+        if not row.source_id:
+            return None
+        c = self.confs.get((row.tenant, row.source_id))
+        return c[1] if c is not None and c[0] >= row.etime else None
+
+    def flush(self) -> None:
+        """Append buffered marks to the file (fsync happens in ``sync``)."""
+        if not self._buf:
+            return
+        with open(self.path, "a") as f:
+            f.write("\n".join(self._buf) + "\n")
+        self._buf = []
+        self._unsynced = True
+
+    def sync(self) -> None:
+        """fsync the marks file if anything was appended since the last sync."""
+        self.flush()
+        if self._unsynced:
+            fd = os.open(self.path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._unsynced = False
+
+    def rewrite(self) -> None:
+        """Rewrite the file with one line per mark (drops superseded lines)."""
+        self.flush()
+        tmp = self.path + ".tmp"
+        with open(tmp, "w") as f:
+            for (t, fld, v), (time, kinds) in self.dels.items():
+                f.write(json.dumps(["d", t, fld, v, time, kinds]) + "\n")
+            for (t, s), (time, conf) in self.confs.items():
+                f.write(json.dumps(["c", t, s, time, conf]) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self._unsynced = False
+
+    def reset(self) -> None:
+        """Forget every mark and truncate the file."""
+        self.dels.clear()
+        self.confs.clear()
+        self._buf = []
+        with open(self.path, "w") as f:
+            f.flush()
+            os.fsync(f.fileno())
+        self._unsynced = False
+
+
+class _Batch:
+    """What one ``apply`` call will write: deletes, confidence changes, upserts (in that order)."""
+
+    def __init__(self) -> None:
+        self.pending: dict[str, Row] = {}
+        self.deletes: list[Pred] = []
+        self.confs: dict[tuple[str, str], tuple[Pred, float]] = {}
+
+    def delete(self, p: Pred) -> None:
+        self.pending = {k: r for k, r in self.pending.items() if not p.matches(r)}
+        self.deletes.append(p)
+
+    def empty(self) -> bool:
+        return not (self.pending or self.deletes or self.confs)
+
+
+def _minmax(scores: dict[str, float]) -> dict[str, float]:
+    """Min-max normalise to [0, 1]; all-equal (or single) scores map to 1."""
+    if not scores:
+        return {}
+    lo, hi = min(scores.values()), max(scores.values())
+    if hi - lo <= 1e-12:
+        return {k: 1.0 for k in scores}
+    span = hi - lo
+    return {k: (v - lo) / span for k, v in scores.items()}
+
+
+class ChunkIndex(Projection):
+    """LanceDB vectors + Tantivy BM25 over the chunks of every tenant, with hybrid search.
+
+    Files under ``path``: ``lance/`` (the ``chunks`` table), ``text/`` (Tantivy generations),
+    ``marks.jsonl`` (deletes and confidence changes), ``checkpoint.json``, ``meta.json``.
+    ``ann_threshold``: rows from which an IVF_FLAT index is built (retrained after 4x
+    growth); ``optimize_every``: write batches between LanceDB ``optimize()`` runs (idle
+    ``maintain()`` also optimizes, at most every ``maintain_interval`` seconds);
+    ``cleanup_after``: age of old table versions ``optimize()`` deletes; ``ann``: overrides
+    of ``ANN_DEFAULTS`` (partitions, sample rate, iterations, nprobes).
+    """
+
+    name = "chunks"
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        dim: int,
+        ann_threshold: int = 50_000,
+        optimize_every: int = 256,
+        name: str = "chunks",
+        ann: dict[str, Any] | None = None,
+        cleanup_after: dt.timedelta = dt.timedelta(seconds=30),
+        maintain_interval: float = 30.0,
+    ) -> None:
+        if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+            raise InvalidInput("dim", "must be a positive int", dim)
+        if not isinstance(ann_threshold, int) or ann_threshold < 1:
+            raise InvalidInput("ann_threshold", "must be a positive int", ann_threshold)
+        if not isinstance(optimize_every, int) or optimize_every < 1:
+            raise InvalidInput("optimize_every", "must be a positive int", optimize_every)
+        self.name = name
+        self.path = os.fspath(path)
+        self.dim = dim
+        self.ann_threshold = ann_threshold
+        self.optimize_every = optimize_every
+        self.cleanup_after = cleanup_after
+        self.maintain_interval = maintain_interval
+        self._last_maintain = time.monotonic()
+        os.makedirs(self.path, exist_ok=True)
+        self._meta_path = os.path.join(self.path, "meta.json")
+        meta = read_json(self._meta_path)
+        if meta is not None and int(meta.get("dim", dim)) != dim:
+            raise DimensionMismatch(int(meta["dim"]), dim)
+        self._meta: dict[str, Any] = meta or {"format": FORMAT, "dim": dim, "ann_rows": 0}
+        if meta is None:
+            atomic_write_json(self._meta_path, self._meta)
+        self._lock = threading.RLock()
+        self._lance = LanceChunks(os.path.join(self.path, "lance"), dim, ann)
+        if self._lance.stored_dim() != dim:
+            raise DimensionMismatch(self._lance.stored_dim(), dim)
+        self._text = TantivyChunks(os.path.join(self.path, "text"))
+        self._marks = _Marks(os.path.join(self.path, "marks.jsonl"))
+        self._ckpt_path = os.path.join(self.path, "checkpoint.json")
+        self._ckpt = self._read_checkpoint()
+        self._writes = 0  # write batches since the last optimize
+        self._skipped = 0
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # -- port --------------------------------------------------------------------------
+    def _read_checkpoint(self) -> dict[int, int]:
+        data = read_json(self._ckpt_path, {}) or {}
+        return {int(p): int(o) for p, o in data.get("checkpoint", {}).items()}
+
+    def checkpoint(self) -> dict[int, int]:
+        """Partition -> next offset to apply, as last saved (empty for a new index)."""
+        with self._lock:
+            return dict(self._ckpt)
+
+    def save_checkpoint(self, checkpoint: dict[int, int]) -> None:
+        """Persist the checkpoint (after syncing the marks it depends on)."""
+        with self._lock:
+            self._marks.sync()
+            atomic_write_json(self._ckpt_path, {"checkpoint": {str(p): int(o) for p, o in checkpoint.items()}})
+            self._ckpt = dict(checkpoint)
+
+    def reset(self) -> None:
+        """Drop every row, the text index, the marks and the checkpoint."""
+        with self._lock:
+            self._lance.drop()
+            self._text.reset()
+            self._marks.reset()
+            self._meta["ann_rows"] = 0
+            atomic_write_json(self._meta_path, self._meta)
+            atomic_write_json(self._ckpt_path, {"checkpoint": {}})
+            self._ckpt = {}
+            self._writes = 0
+
+    def apply(self, events: Sequence[RecordedEvent]) -> None:
+        """Fold a batch of events into both engines (idempotent; see the module docstring)."""
+        with self._lock:
+            b = _Batch()
+            for rec in events:
+                if rec.type not in _HANDLED:
+                    continue
+                try:
+                    e = rec.decode()
+                except Exception:  # noqa: BLE001 - a poison event must not stall the projection
+                    self._skipped += 1
+                    log.warning("chunk index: cannot decode event at offset %s (%s)", rec.offset, rec.type)
+                    continue
+                self._fold(b, rec, e)
+            if b.empty():
+                return
+            try:
+                self._write(b)
+            except BaseException:
+                self._text.rollback()
+                raise
+            self._writes += 1
+            if self._writes >= self.optimize_every:
+                self._maintain()
+
+    def _fold(self, b: _Batch, rec: RecordedEvent, e: ev.Event) -> None:
+        tenant, etime = rec.tenant, to_us(rec.time)
+        if isinstance(e, ev.ChunksEmbedded):
+            self._fold_chunks(b, rec, e, etime)
+        elif isinstance(e, (ev.FactReinforced, ev.FactDecayed)):
+            if e.fact_id and self._marks.add_conf(tenant, e.fact_id, etime, float(e.confidence)):
+                p = Pred(tenant, "source_id", e.fact_id, etime)
+                for r in b.pending.values():
+                    if p.matches(r):
+                        r.confidence = float(e.confidence)
+                b.confs[(tenant, e.fact_id)] = (p, float(e.confidence))
+        elif isinstance(e, (ev.FactSuperseded, ev.FactDeleted, ev.FactPruned)):
+            self._delete(b, Pred(tenant, "source_id", e.fact_id, etime))
+        elif isinstance(e, ev.NoteDeleted):
+            self._delete(b, Pred(tenant, "source_id", e.note_id, etime))
+        elif isinstance(e, ev.SessionForgotten):
+            self._delete(b, Pred(tenant, "session_id", e.session_id, etime, _SESSION_KINDS))
+        elif isinstance(e, ev.UserForgotten):
+            self._delete(b, Pred(tenant, "user_id", e.user_id, etime))
+
+    def _delete(self, b: _Batch, p: Pred, mark: bool = True) -> None:
+        if not p.value:
+            return
+        b.delete(p)
+        if mark:
+            self._marks.add_delete(p)
+
+    def _fold_chunks(self, b: _Batch, rec: RecordedEvent, e: ev.ChunksEmbedded, etime: int) -> None:
+        n = len(e.chunk_ids)
+        vecs = vectors_of(e.vectors, n, self.dim) if e.dim == self.dim else None
+        if vecs is None or (e.texts and len(e.texts) != n):
+            self._skipped += 1
+            log.warning("chunk index: skipping ChunksEmbedded at offset %s: dim %s / %s vectors bytes for %s "
+                        "chunks do not fit dim %s", rec.offset, e.dim, len(e.vectors), n, self.dim)
+            return
+        tenant = rec.tenant
+        if e.kind == "summary" and e.source_id:
+            self._delete(b, Pred(tenant, "source_id", e.source_id, etime), mark=False)
+        ts = to_us(e.time) if e.time is not None else etime
+        meta = pack_meta(e.metadata)
+        texts = e.texts or [""] * n
+        marks = self._marks
+        check = bool(marks.dels or marks.confs)
+        pending = b.pending
+        for i, cid in enumerate(e.chunk_ids):
+            row = Row(key=make_key(tenant, cid), id=cid, tenant=tenant, user_id=e.user_id, session_id=e.session_id,
+                      kind=e.kind, source_id=e.source_id, text=texts[i], category=e.category,
+                      confidence=float(e.confidence), ts=ts, etime=etime, metadata=meta, vector=vecs[i])
+            if check:
+                if marks.kills(row):
+                    continue
+                c = marks.conf_for(row)
+                if c is not None:
+                    row.confidence = c
+            if row.key in pending:
+                del pending[row.key]
+            pending[row.key] = row
+
+    def _write(self, b: _Batch) -> None:
+        lance, text = self._lance, self._text
+        if b.deletes:
+            lance.delete(b.deletes)
+            text.delete(b.deletes)
+        if b.confs:
+            updates = list(b.confs.values())
+            lance.update_confidence(updates)
+            preds = [p for p, _ in updates]
+            conf_of = {(p.tenant, p.value): c for p, c in updates}
+            touched = []
+            for r in text.matching(preds):
+                if r.key in b.pending or any(d.matches(r) for d in b.deletes):
+                    continue
+                r.confidence = conf_of[(r.tenant, r.source_id)]
+                touched.append(r)
+            text.upsert(touched)
+        rows = list(b.pending.values())
+        if rows:
+            fresh = [hash(r.key) not in lance.keys for r in rows]
+            # LanceDB encodes and writes in native threads while this thread feeds Tantivy
+            fut = self._executor().submit(lance.upsert, rows)
+            try:
+                text.upsert(rows, fresh)
+            finally:
+                fut.result()
+        self._marks.flush()
+        text.commit()
+
+    # -- maintenance -------------------------------------------------------------------
+    def maintain(self, force: bool = False) -> None:
+        """Build/retrain the ANN index past its thresholds and optimize, if anything was written.
+
+        Rate-limited to once per ``maintain_interval`` seconds unless ``force`` (or
+        ``optimize_every`` write batches have accumulated, which ``apply`` handles itself).
+        """
+        with self._lock:
+            if self._writes and (force or time.monotonic() - self._last_maintain >= self.maintain_interval):
+                self._maintain()
+
+    def optimize(self, cleanup_older_than: dt.timedelta | None = None) -> None:
+        """Compact fragments, fold new rows into the indexes and drop old versions now."""
+        with self._lock:
+            self._maintain(cleanup_older_than)
+
+    def _maintain(self, cleanup: dt.timedelta | None = None) -> None:
+        n = self._lance.count()
+        if n:
+            self._lance.ensure_scalar_indexes()
+        # compact first, so a new ANN index is trained on the final fragments (no remap)
+        self._lance.optimize(self.cleanup_after if cleanup is None else cleanup)
+        ann_rows = int(self._meta.get("ann_rows", 0))
+        if n >= self.ann_threshold and (
+            not self._lance.has_ann() or n >= ann_rows * float(self._lance.ann["retrain_growth"])
+        ):
+            self._lance.build_ann(n)
+            self._meta["ann_rows"] = n
+            atomic_write_json(self._meta_path, self._meta)
+        self._text.gc()
+        self._writes = 0
+        self._last_maintain = time.monotonic()
+
+    def compact(self) -> None:
+        """Make deletions physical: rewrite the table, drop old versions, rebuild Tantivy fresh and swap."""
+        with self._lock:
+            self._lance.rewrite()
+            self._meta["ann_rows"] = 0
+            atomic_write_json(self._meta_path, self._meta)
+            self._maintain(dt.timedelta(0))  # the vector index again, if the table is large enough
+            self._text.rebuild(self._lance.iter_rows())
+            self._marks.rewrite()
+            self._writes = 0
+
+    # -- queries -----------------------------------------------------------------------
+    def count(self, tenant: str | None = None) -> int:
+        """Rows of one tenant (or of all tenants)."""
+        if tenant is None:
+            return self._lance.count()
+        f = Filters.build(tenant, None, None, None, None, None, None, None)
+        return 0 if f.empty() else self._lance.count(f.sql())
+
+    def stats(self) -> dict[str, Any]:
+        """Rows, disk bytes, LanceDB versions/fragments/indexes, Tantivy docs/segments, checkpoint."""
+        with self._lock:
+            ls = self._lance.stats()
+            return {
+                "rows": ls["rows"],
+                "disk_bytes": _du(self.path),
+                "lance": ls,
+                "text": {"docs": self._text.num_docs(), "segments": self._text.num_segments(),
+                         "generation": self._text.gen},
+                "ann": {"indexed": self._lance.has_ann(), "threshold": self.ann_threshold,
+                        "trained_rows": int(self._meta.get("ann_rows", 0))},
+                "checkpoint": dict(self._ckpt),
+                "skipped_events": self._skipped,
+                "marks": len(self._marks.dels) + len(self._marks.confs),
+            }
+
+    def search(
+        self,
+        *,
+        tenant: str,
+        text: str | None = None,
+        vector: np.ndarray | None = None,
+        top_k: int = 10,
+        mode: str = "hybrid",
+        kinds: Sequence[str] | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        exclude_session: str | None = None,
+        category: str | None = None,
+        since: dt.datetime | None = None,
+        until: dt.datetime | None = None,
+        min_score: float | None = None,
+        candidates: int = 50,
+    ) -> list[SearchHit]:
+        """Hybrid / vector / text search within one tenant (``since`` inclusive, ``until`` exclusive)."""
+        if mode not in MODES:
+            raise InvalidInput("mode", f"must be one of {', '.join(MODES)}", mode)
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+            raise InvalidInput("top_k", "must be an int >= 0", top_k)
+        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
+            raise InvalidInput("candidates", "must be an int >= 1", candidates)
+        if min_score is not None and not isinstance(min_score, (int, float)):
+            raise InvalidInput("min_score", "must be a number", min_score)
+        if text is not None and not isinstance(text, str):
+            raise InvalidInput("text", f"must be a string, not {type(text).__name__}", text)
+        f = Filters.build(tenant, kinds, user_id, session_id, exclude_session, category, since, until)
+        qvec = self._query_vector(vector)
+        if text is None and qvec is None:
+            raise InvalidInput("text", "give text, vector, or both")
+        if mode == "hybrid" and qvec is None:
+            mode = "text"
+        elif mode == "hybrid" and text is None:
+            mode = "vector"
+        elif mode == "vector" and qvec is None:
+            mode = "text"
+        elif mode == "text" and text is None:
+            mode = "vector"
+        if top_k == 0 or f.empty():
+            return []
+        n = max(candidates, top_k)
+        # Fetch a little more than n and cut at n ourselves, by (score, recency, key): the
+        # engines break ties by physical row order, which differs between an incremental
+        # build and a rebuild; this keeps the candidate lists (and so the fusion) identical.
+        fetch = n + max(8, n // 4)
+        terms = analyze(text) if (text is not None and mode != "vector") else []
+        vec_hits: list[tuple[str, float]] = []
+        txt_hits: list[tuple[float, Row]] = []
+        if mode == "hybrid" and terms:
+            fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch)
+            txt_hits = self._text.search(f, terms, fetch)
+            vec_hits = fut.result()
+        elif mode in ("hybrid", "vector"):
+            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch)
+        else:
+            txt_hits = self._text.search(f, terms, fetch)
+        vec_hits = sorted(vec_hits, key=lambda h: (h[1], h[0]))[:n]
+        txt_hits = sorted(txt_hits, key=lambda h: (-h[0], -h[1].ts, h[1].key))[:n]
+        return self._fuse(mode, f, vec_hits, txt_hits, top_k, min_score)
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="eidetica-search")
+        return self._pool
+
+    def _query_vector(self, vector: Any) -> np.ndarray | None:
+        if vector is None:
+            return None
+        try:
+            v = np.asarray(vector, dtype=np.float32).reshape(-1)
+        except (TypeError, ValueError):
+            raise InvalidInput("vector", "must be an array of numbers") from None
+        if v.shape[0] != self.dim:
+            raise DimensionMismatch(self.dim, int(v.shape[0]))
+        if not np.all(np.isfinite(v)):
+            raise InvalidInput("vector", "must be finite")
+        return v
+
+    def _fuse(
+        self,
+        mode: str,
+        f: Filters,
+        vec_hits: list[tuple[str, float]],
+        txt_hits: list[tuple[float, Row]],
+        top_k: int,
+        min_score: float | None,
+    ) -> list[SearchHit]:
+        vsim = {k: 1.0 - float(d) for k, d in vec_hits}
+        rows: dict[str, Row] = {}
+        bm25: dict[str, float] = {}
+        for s, r in txt_hits:
+            bm25[r.key] = s
+            rows[r.key] = r
+        if mode == "hybrid":
+            nv, nt = _minmax(vsim), _minmax(bm25)
+            score = {k: VECTOR_WEIGHT * nv.get(k, 0.0) + TEXT_WEIGHT * nt.get(k, 0.0) for k in nv.keys() | nt.keys()}
+        elif mode == "vector":
+            score = dict(vsim)
+        else:
+            best = max(bm25.values(), default=1.0) or 1.0
+            score = {k: v / best for k, v in bm25.items()}
+        order = sorted(score, key=lambda k: (-score[k], k))
+        if min_score is not None:
+            order = [k for k in order if score[k] >= min_score]
+        out: list[SearchHit] = []
+        start = 0
+        while len(out) < top_k and start < len(order):
+            end = start + (top_k - len(out))
+            while end < len(order) and score[order[end]] == score[order[end - 1]]:
+                end += 1  # the whole tie group at the cut: recency decides inside it
+            want = order[start:end]
+            start = end
+            missing = [k for k in want if k not in rows]
+            if missing:
+                rows.update(self._text.fetch(f.tenant, missing))
+            found = [rows[k] for k in want if k in rows and rows[k].tenant == f.tenant]
+            # (a key missing from Tantivy was written to LanceDB mid-apply: skipped)
+            found.sort(key=lambda r: (-score[r.key], -r.ts, r.key))
+            for r in found[: top_k - len(out)]:
+                k = r.key
+                out.append(SearchHit(
+                    id=r.id, kind=r.kind, text=r.text, score=float(score[k]), time=from_us(r.ts), tenant=r.tenant,
+                    user_id=r.user_id, session_id=r.session_id, category=r.category,
+                    confidence=float(r.confidence), source_id=r.source_id, metadata=r.meta_dict(),
+                    vector_score=vsim.get(k, 0.0), text_score=bm25.get(k, 0.0),
+                ))
+        return out
+
+    # -- inspection (tests, tools) -----------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """Every row of both engines as sorted plain tuples, plus the duplicate key counts."""
+        with self._lock:
+            lance_keys = list(self._lance.iter_all_keys())
+            lance_rows = [r for rows in self._lance.iter_rows() for r in rows]
+            text_rows = self._text.all_rows()
+
+            def tup(r: Row) -> tuple[Any, ...]:
+                return (r.key, r.id, r.tenant, r.user_id, r.session_id, r.kind, r.source_id, r.text, r.category,
+                        round(float(r.confidence), 6), r.ts, r.etime, bytes(r.metadata))
+
+            return {
+                "lance": sorted(map(tup, lance_rows)),
+                "text": sorted(map(tup, text_rows)),
+                "lance_duplicates": len(lance_keys) - len(set(lance_keys)),
+                "text_duplicates": len(text_rows) - len({r.key for r in text_rows}),
+            }
+
+    def close(self) -> None:
+        """Release the Tantivy writer and the search threads."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._text.close()
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
+
+    def __enter__(self) -> "ChunkIndex":
+        """Use as a context manager (closes on exit)."""
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Close the index."""
+        self.close()
+
+
+def _du(path: str) -> int:
+    """Bytes of every file under a directory."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.path.getsize(os.path.join(root, name))
+            except OSError:
+                pass
+    return total

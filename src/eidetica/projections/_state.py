@@ -1,0 +1,634 @@
+"""StateProjection: in-memory folds of the log (sessions, summaries, facts, notes, schedules).
+
+Rebuilt on every start (its checkpoint starts at 0, so the Projector replays everything).
+Every fold is idempotent: messages are keyed by sequence, notes by id, and the events of
+facts and schedules are remembered per entity by event id, so replaying a suffix of the
+log twice changes nothing.
+
+Forgetting: ``SessionForgotten`` and ``UserForgotten`` remove everything of that session
+or user within the tenant, and leave a tombstone (the forget event's log time). An event
+of that session or user whose log time is not after the tombstone is ignored even when it
+arrives later (it may live in another partition), so the fold does not depend on how the
+Projector interleaves partitions: a rebuild gives the same state as incremental apply.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from typing import Any, Literal, Sequence
+
+import msgspec
+
+from ..events import RecordedEvent
+from ..events import types as ev
+from ._base import UTC, Projection
+
+__all__ = [
+    "StateProjection",
+    "SessionInfo",
+    "MessageInfo",
+    "FactInfo",
+    "NoteInfo",
+    "ScheduleInfo",
+]
+
+FactStatus = Literal["active", "superseded", "deleted", "pruned"]
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A session's summary line: who, how many messages, when."""
+
+    session_id: str
+    user_id: str
+    message_count: int
+    last_time: dt.datetime
+    started_time: dt.datetime
+    forgotten: bool = False
+
+
+class MessageInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One message of a session (a ``MessageAppended`` plus its log time)."""
+
+    session_id: str
+    user_id: str
+    role: str
+    content: str
+    sequence: int
+    time: dt.datetime
+    metadata: dict[str, Any] = {}
+
+
+class FactInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A fact about a user with its current confidence and status."""
+
+    fact_id: str
+    content: str
+    category: str
+    confidence: float
+    status: FactStatus
+    superseded_by: str | None
+    created: dt.datetime
+    updated: dt.datetime
+    sources: list[dict[str, Any]]
+    user_id: str = ""
+
+
+class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A free-form note about a user."""
+
+    note_id: str
+    text: str
+    time: dt.datetime
+    user_id: str = ""
+
+
+class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A reminder or recurring job, folded from ScheduleCreated/Updated/Deleted/Run."""
+
+    schedule_id: str
+    user_id: str
+    name: str
+    cadence: str
+    expression: str
+    timezone: str
+    payload: dict[str, Any]
+    next_run_at: dt.datetime | None
+    created: dt.datetime
+    updated: dt.datetime
+    last_run_at: dt.datetime | None = None
+    last_status: str | None = None
+    last_result: str | None = None
+    run_count: int = 0
+
+
+class _Session:
+    __slots__ = ("user_id", "messages", "started", "last", "forgotten", "summary")
+
+    def __init__(self, user_id: str, time: dt.datetime) -> None:
+        self.user_id = user_id
+        self.messages: dict[int, MessageInfo] = {}
+        self.started = time
+        self.last = time
+        self.forgotten = False
+        self.summary: tuple[int, str, int, dt.datetime] | None = None  # epoch, text, upto, time
+
+
+class _Fact:
+    __slots__ = ("user_id", "content", "category", "confidence", "status", "by", "created", "updated",
+                 "sources", "history", "seen")
+
+    def __init__(self, user_id: str, e: ev.FactAsserted, time: dt.datetime) -> None:
+        self.user_id = user_id
+        self.content = e.content
+        self.category = e.category
+        self.confidence = float(e.confidence)
+        self.status: FactStatus = "active"
+        self.by: str | None = None
+        self.created = time
+        self.updated = time
+        self.sources: list[dict[str, Any]] = list(e.sources)
+        self.history: list[tuple[dt.datetime, str, dict[str, Any]]] = []
+        self.seen: set[Any] = set()
+
+    def info(self, fact_id: str) -> FactInfo:
+        return FactInfo(
+            fact_id=fact_id,
+            content=self.content,
+            category=self.category,
+            confidence=self.confidence,
+            status=self.status,
+            superseded_by=self.by,
+            created=self.created,
+            updated=self.updated,
+            sources=list(self.sources),
+            user_id=self.user_id,
+        )
+
+
+class _Schedule:
+    __slots__ = ("user_id", "fields", "created", "updated", "runs", "last")
+
+    def __init__(self, user_id: str, e: ev.ScheduleCreated, time: dt.datetime) -> None:
+        self.user_id = user_id
+        self.fields: dict[str, Any] = {
+            "name": e.name,
+            "cadence": e.cadence,
+            "expression": e.expression,
+            "timezone": e.timezone,
+            "payload": dict(e.payload),
+            "next_run_at": e.next_run_at,
+        }
+        self.created = time
+        self.updated = time
+        self.runs: set[Any] = set()
+        self.last: ev.ScheduleRun | None = None
+
+    def info(self, schedule_id: str) -> ScheduleInfo:
+        f = self.fields
+        return ScheduleInfo(
+            schedule_id=schedule_id,
+            user_id=self.user_id,
+            name=str(f.get("name", "")),
+            cadence=str(f.get("cadence", "")),
+            expression=str(f.get("expression", "")),
+            timezone=str(f.get("timezone", "UTC")),
+            payload=dict(f.get("payload") or {}),
+            next_run_at=_as_time(f.get("next_run_at")),
+            created=self.created,
+            updated=self.updated,
+            last_run_at=self.last.run_at if self.last else None,
+            last_status=self.last.status if self.last else None,
+            last_result=self.last.result if self.last else None,
+            run_count=len(self.runs),
+        )
+
+
+def _as_time(value: Any) -> dt.datetime | None:
+    """A datetime from a schedule field (datetime, ISO string, or epoch seconds)."""
+    if value is None or isinstance(value, dt.datetime):
+        return value
+    try:
+        if isinstance(value, (int, float)):
+            return dt.datetime.fromtimestamp(value, UTC)
+        t = dt.datetime.fromisoformat(str(value))
+        return t if t.tzinfo else t.replace(tzinfo=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+_TYPES = frozenset(t.__struct_config__.tag for t in ev.EVENT_TYPES) - {"ChunksEmbedded"}
+
+
+class StateProjection(Projection):
+    """In-memory folds of sessions, summaries, facts, notes and schedules, per tenant."""
+
+    name = "state"
+
+    def __init__(self, name: str = "state") -> None:
+        self.name = name
+        self._lock = threading.RLock()
+        self._checkpoint: dict[int, int] = {}
+        self._clear()
+
+    def _clear(self) -> None:
+        self._sessions: dict[tuple[str, str], _Session] = {}
+        self._session_user: dict[tuple[str, str], str] = {}  # survives forgetting: ids only
+        self._user_sessions: dict[tuple[str, str], set[str]] = {}
+        self._facts: dict[tuple[str, str], dict[str, _Fact]] = {}  # (tenant, user) -> facts
+        self._fact_owner: dict[tuple[str, str], str] = {}  # (tenant, fact_id) -> user
+        self._notes: dict[tuple[str, str], dict[str, NoteInfo]] = {}
+        self._note_owner: dict[tuple[str, str], str] = {}
+        self._schedules: dict[tuple[str, str], dict[str, _Schedule]] = {}
+        self._schedule_owner: dict[tuple[str, str], str] = {}
+        self._user_tomb: dict[tuple[str, str], dt.datetime] = {}
+        self._session_tomb: dict[tuple[str, str], dt.datetime] = {}
+        self._embedder: tuple[str, int] | None = None
+
+    # -- port --------------------------------------------------------------------------
+    def apply(self, events: Sequence[RecordedEvent]) -> None:
+        """Fold a batch of events into the in-memory state (idempotent)."""
+        with self._lock:
+            for rec in events:
+                if rec.type not in _TYPES:
+                    continue  # chunks (heavy vectors) and unknown types are not ours
+                try:
+                    e = rec.decode()
+                except Exception:  # noqa: BLE001 - an undecodable event must not stall the fold
+                    continue
+                handler = _HANDLERS.get(type(e))
+                if handler is not None:
+                    handler(self, rec, e)
+
+    def checkpoint(self) -> dict[int, int]:
+        """Partition -> next offset to apply; empty after construction (replay everything)."""
+        with self._lock:
+            return dict(self._checkpoint)
+
+    def save_checkpoint(self, checkpoint: dict[int, int]) -> None:
+        """Remember the checkpoint in memory (the state is rebuilt on every start)."""
+        with self._lock:
+            self._checkpoint = dict(checkpoint)
+
+    def reset(self) -> None:
+        """Forget everything, including the checkpoint."""
+        with self._lock:
+            self._clear()
+            self._checkpoint = {}
+
+    # -- helpers -----------------------------------------------------------------------
+    def _dead(self, tenant: str, user_id: str | None, session_id: str | None, time: dt.datetime) -> bool:
+        """Whether an event of this user/session is covered by a later forget."""
+        if user_id is not None:
+            t = self._user_tomb.get((tenant, user_id))
+            if t is not None and time <= t:
+                return True
+        if session_id is not None:
+            t = self._session_tomb.get((tenant, session_id))
+            if t is not None and time <= t:
+                return True
+            u = self._session_user.get((tenant, session_id))
+            if u is not None and user_id is None:
+                t = self._user_tomb.get((tenant, u))
+                if t is not None and time <= t:
+                    return True
+        return False
+
+    def _learn_session(self, tenant: str, session_id: str, user_id: str) -> None:
+        """Record which user a session belongs to; purge a summary a user forget covers."""
+        if not user_id:
+            return
+        key = (tenant, session_id)
+        if self._session_user.get(key) == user_id:
+            return
+        self._session_user[key] = user_id
+        self._user_sessions.setdefault((tenant, user_id), set()).add(session_id)
+        t = self._user_tomb.get((tenant, user_id))
+        s = self._sessions.get(key)
+        if s is not None and not s.user_id:
+            s.user_id = user_id
+        if t is not None and s is not None and s.summary is not None and s.summary[3] <= t:
+            s.summary = None
+            if not s.messages and not s.forgotten:
+                del self._sessions[key]
+
+    def _session(self, tenant: str, session_id: str, user_id: str, time: dt.datetime) -> _Session:
+        key = (tenant, session_id)
+        s = self._sessions.get(key)
+        if s is None:
+            s = self._sessions[key] = _Session(user_id or self._session_user.get(key, ""), time)
+        elif time < s.started:
+            s.started = time
+        return s
+
+    # -- handlers ----------------------------------------------------------------------
+    def _on_session_started(self, rec: RecordedEvent, e: ev.SessionStarted) -> None:
+        self._learn_session(rec.tenant, e.session_id, e.user_id)
+        if self._dead(rec.tenant, e.user_id, e.session_id, rec.time):
+            return
+        s = self._session(rec.tenant, e.session_id, e.user_id, rec.time)
+        if s.forgotten:
+            s.forgotten = False
+        s.last = max(s.last, rec.time)
+
+    def _on_message(self, rec: RecordedEvent, e: ev.MessageAppended) -> None:
+        self._learn_session(rec.tenant, e.session_id, e.user_id)
+        if self._dead(rec.tenant, e.user_id, e.session_id, rec.time):
+            return
+        s = self._session(rec.tenant, e.session_id, e.user_id, rec.time)
+        s.forgotten = False
+        if e.sequence not in s.messages:
+            s.messages[e.sequence] = MessageInfo(
+                session_id=e.session_id,
+                user_id=e.user_id,
+                role=e.role,
+                content=e.content,
+                sequence=e.sequence,
+                time=rec.time,
+                metadata=dict(e.metadata),
+            )
+        s.last = max(s.last, rec.time)
+
+    def _on_summary(self, rec: RecordedEvent, e: ev.SummaryCommitted) -> None:
+        if self._dead(rec.tenant, None, e.session_id, rec.time):
+            return
+        s = self._session(rec.tenant, e.session_id, "", rec.time)
+        if s.summary is None or e.epoch >= s.summary[0]:
+            s.summary = (e.epoch, e.text, e.upto_sequence, rec.time)
+        s.last = max(s.last, rec.time)
+
+    def _on_session_forgotten(self, rec: RecordedEvent, e: ev.SessionForgotten) -> None:
+        key = (rec.tenant, e.session_id)
+        self._learn_session(rec.tenant, e.session_id, e.user_id)
+        prev = self._session_tomb.get(key)
+        self._session_tomb[key] = rec.time if prev is None else max(prev, rec.time)
+        s = self._sessions.get(key)
+        user = e.user_id or self._session_user.get(key, "")
+        if s is None:
+            if self._dead(rec.tenant, user or None, None, rec.time):
+                return
+            s = self._sessions[key] = _Session(user, rec.time)
+        s.messages = {msq: m for msq, m in s.messages.items() if m.time > rec.time}
+        if s.summary is not None and s.summary[3] <= rec.time:
+            s.summary = None
+        if not s.messages:
+            s.forgotten = True
+        s.last = max(s.last, rec.time)
+
+    def _on_user_forgotten(self, rec: RecordedEvent, e: ev.UserForgotten) -> None:
+        t, u = rec.tenant, e.user_id
+        prev = self._user_tomb.get((t, u))
+        self._user_tomb[(t, u)] = rec.time if prev is None else max(prev, rec.time)
+        for sid in list(self._user_sessions.get((t, u), ())):
+            s = self._sessions.get((t, sid))
+            if s is None:
+                continue
+            s.messages = {q: m for q, m in s.messages.items() if m.time > rec.time}
+            if s.summary is not None and s.summary[3] <= rec.time:
+                s.summary = None
+            if not s.messages and s.summary is None:
+                del self._sessions[(t, sid)]
+        facts = self._facts.get((t, u), {})
+        for fid in [f for f, x in facts.items() if x.created <= rec.time]:
+            del facts[fid]
+            self._fact_owner.pop((t, fid), None)
+        notes = self._notes.get((t, u), {})
+        for nid in [n for n, x in notes.items() if x.time <= rec.time]:
+            del notes[nid]
+            self._note_owner.pop((t, nid), None)
+        scheds = self._schedules.get((t, u), {})
+        for sid in [s for s, x in scheds.items() if x.created <= rec.time]:
+            del scheds[sid]
+            self._schedule_owner.pop((t, sid), None)
+
+    def _fact(self, tenant: str, fact_id: str) -> _Fact | None:
+        u = self._fact_owner.get((tenant, fact_id))
+        return None if u is None else self._facts.get((tenant, u), {}).get(fact_id)
+
+    def _on_fact_asserted(self, rec: RecordedEvent, e: ev.FactAsserted) -> None:
+        if self._dead(rec.tenant, e.user_id, None, rec.time):
+            return
+        f = self._fact(rec.tenant, e.fact_id)
+        if f is None:
+            f = _Fact(e.user_id, e, rec.time)
+            self._facts.setdefault((rec.tenant, e.user_id), {})[e.fact_id] = f
+            self._fact_owner[(rec.tenant, e.fact_id)] = e.user_id
+        if rec.event_id in f.seen:
+            return
+        f.seen.add(rec.event_id)
+        f.history.append((rec.time, "FactAsserted", {"content": e.content, "category": e.category,
+                                                      "confidence": float(e.confidence)}))
+
+    def _fact_event(self, rec: RecordedEvent, fact_id: str, detail: dict[str, Any]) -> _Fact | None:
+        f = self._fact(rec.tenant, fact_id)
+        if f is None or rec.event_id in f.seen:
+            return None
+        f.seen.add(rec.event_id)
+        f.history.append((rec.time, rec.type, detail))
+        f.updated = max(f.updated, rec.time)
+        return f
+
+    def _on_fact_reinforced(self, rec: RecordedEvent, e: ev.FactReinforced) -> None:
+        f = self._fact_event(rec, e.fact_id, {"confidence": float(e.confidence)})
+        if f is not None:
+            f.confidence = float(e.confidence)
+            f.sources.extend(e.sources)
+
+    def _on_fact_decayed(self, rec: RecordedEvent, e: ev.FactDecayed) -> None:
+        f = self._fact_event(rec, e.fact_id, {"confidence": float(e.confidence)})
+        if f is not None:
+            f.confidence = float(e.confidence)
+
+    def _on_fact_superseded(self, rec: RecordedEvent, e: ev.FactSuperseded) -> None:
+        f = self._fact_event(rec, e.fact_id, {"by": e.by})
+        if f is not None:
+            f.status, f.by = "superseded", e.by
+
+    def _on_fact_pruned(self, rec: RecordedEvent, e: ev.FactPruned) -> None:
+        f = self._fact_event(rec, e.fact_id, {"reason": e.reason})
+        if f is not None:
+            f.status = "pruned"
+
+    def _on_fact_deleted(self, rec: RecordedEvent, e: ev.FactDeleted) -> None:
+        f = self._fact_event(rec, e.fact_id, {})
+        if f is not None:
+            f.status = "deleted"
+
+    def _on_note_stored(self, rec: RecordedEvent, e: ev.NoteStored) -> None:
+        if self._dead(rec.tenant, e.user_id, None, rec.time):
+            return
+        if (rec.tenant, e.note_id) in self._note_owner:
+            return
+        self._notes.setdefault((rec.tenant, e.user_id), {})[e.note_id] = NoteInfo(
+            note_id=e.note_id, text=e.text, time=rec.time, user_id=e.user_id
+        )
+        self._note_owner[(rec.tenant, e.note_id)] = e.user_id
+
+    def _on_note_deleted(self, rec: RecordedEvent, e: ev.NoteDeleted) -> None:
+        u = self._note_owner.pop((rec.tenant, e.note_id), None)
+        if u is not None:
+            self._notes.get((rec.tenant, u), {}).pop(e.note_id, None)
+
+    def _schedule(self, tenant: str, schedule_id: str) -> _Schedule | None:
+        u = self._schedule_owner.get((tenant, schedule_id))
+        return None if u is None else self._schedules.get((tenant, u), {}).get(schedule_id)
+
+    def _on_schedule_created(self, rec: RecordedEvent, e: ev.ScheduleCreated) -> None:
+        if self._dead(rec.tenant, e.user_id, None, rec.time):
+            return
+        if self._schedule(rec.tenant, e.schedule_id) is not None:
+            return
+        self._schedules.setdefault((rec.tenant, e.user_id), {})[e.schedule_id] = _Schedule(e.user_id, e, rec.time)
+        self._schedule_owner[(rec.tenant, e.schedule_id)] = e.user_id
+
+    def _on_schedule_updated(self, rec: RecordedEvent, e: ev.ScheduleUpdated) -> None:
+        s = self._schedule(rec.tenant, e.schedule_id)
+        if s is not None:
+            for k, v in e.changes.items():
+                if k in s.fields:
+                    s.fields[k] = v
+            s.updated = max(s.updated, rec.time)
+
+    def _on_schedule_deleted(self, rec: RecordedEvent, e: ev.ScheduleDeleted) -> None:
+        u = self._schedule_owner.pop((rec.tenant, e.schedule_id), None)
+        if u is not None:
+            self._schedules.get((rec.tenant, u), {}).pop(e.schedule_id, None)
+
+    def _on_schedule_run(self, rec: RecordedEvent, e: ev.ScheduleRun) -> None:
+        s = self._schedule(rec.tenant, e.schedule_id)
+        if s is None or rec.event_id in s.runs:
+            return
+        s.runs.add(rec.event_id)
+        if s.last is None or e.run_at >= s.last.run_at:
+            s.last = e
+        if e.next_run_at is not None:
+            s.fields["next_run_at"] = e.next_run_at
+        s.updated = max(s.updated, rec.time)
+
+    def _on_embedder_changed(self, rec: RecordedEvent, e: ev.EmbedderChanged) -> None:
+        self._embedder = (e.model_id, e.dim)
+
+    # -- queries -----------------------------------------------------------------------
+    def sessions(self, tenant: str, user_id: str | None = None, *, include_forgotten: bool = False) -> list[SessionInfo]:
+        """Sessions of a tenant (optionally one user's), most recently updated first."""
+        with self._lock:
+            if user_id is None:
+                items = [(sid, s) for (t, sid), s in self._sessions.items() if t == tenant]
+            else:
+                ids = self._user_sessions.get((tenant, user_id), ())
+                items = [(sid, self._sessions[(tenant, sid)]) for sid in ids if (tenant, sid) in self._sessions]
+                items = [(sid, s) for sid, s in items if s.user_id == user_id]
+            out = [self._session_info(sid, s) for sid, s in items if include_forgotten or not s.forgotten]
+        out.sort(key=lambda i: (i.last_time, i.session_id), reverse=True)
+        return out
+
+    def _session_info(self, sid: str, s: _Session) -> SessionInfo:
+        return SessionInfo(
+            session_id=sid,
+            user_id=s.user_id,
+            message_count=len(s.messages),
+            last_time=s.last,
+            started_time=s.started,
+            forgotten=s.forgotten,
+        )
+
+    def session(self, tenant: str, session_id: str) -> SessionInfo | None:
+        """One session's info (forgotten ones too), or None when unknown."""
+        with self._lock:
+            s = self._sessions.get((tenant, session_id))
+            return None if s is None else self._session_info(session_id, s)
+
+    def messages(self, tenant: str, session_id: str) -> list[MessageInfo]:
+        """A session's messages in sequence order ([] when unknown or forgotten)."""
+        with self._lock:
+            s = self._sessions.get((tenant, session_id))
+            if s is None or s.forgotten:
+                return []
+            return [s.messages[q] for q in sorted(s.messages)]
+
+    def summary(self, tenant: str, session_id: str) -> tuple[int, str | None, int]:
+        """(epoch, text, upto_sequence) of the session's latest summary; (0, None, -1) when none."""
+        with self._lock:
+            s = self._sessions.get((tenant, session_id))
+            if s is None or s.summary is None:
+                return (0, None, -1)
+            return (s.summary[0], s.summary[1], s.summary[2])
+
+    def facts(self, tenant: str, user_id: str, include_inactive: bool = False) -> list[FactInfo]:
+        """A user's facts, newest first; only active ones unless ``include_inactive``."""
+        with self._lock:
+            facts = self._facts.get((tenant, user_id), {})
+            out = [f.info(fid) for fid, f in facts.items() if include_inactive or f.status == "active"]
+        out.sort(key=lambda f: (f.created, f.fact_id), reverse=True)
+        return out
+
+    def fact(self, tenant: str, fact_id: str) -> FactInfo | None:
+        """One fact (any status) or None."""
+        with self._lock:
+            f = self._fact(tenant, fact_id)
+            return None if f is None else f.info(fact_id)
+
+    def fact_history(self, tenant: str, fact_id: str) -> list[tuple[dt.datetime, str, dict[str, Any]]]:
+        """A fact's events as (log time, event type name, detail), oldest first."""
+        with self._lock:
+            f = self._fact(tenant, fact_id)
+            return [] if f is None else sorted(f.history, key=lambda h: h[0])
+
+    def notes(self, tenant: str, user_id: str) -> list[NoteInfo]:
+        """A user's notes, newest first."""
+        with self._lock:
+            out = list(self._notes.get((tenant, user_id), {}).values())
+        out.sort(key=lambda n: (n.time, n.note_id), reverse=True)
+        return out
+
+    def note(self, tenant: str, note_id: str) -> NoteInfo | None:
+        """One note or None."""
+        with self._lock:
+            u = self._note_owner.get((tenant, note_id))
+            return None if u is None else self._notes.get((tenant, u), {}).get(note_id)
+
+    def schedules(self, tenant: str, user_id: str) -> list[ScheduleInfo]:
+        """A user's schedules, oldest first."""
+        with self._lock:
+            out = [s.info(sid) for sid, s in self._schedules.get((tenant, user_id), {}).items()]
+        out.sort(key=lambda s: (s.created, s.schedule_id))
+        return out
+
+    def schedule(self, tenant: str, schedule_id: str) -> ScheduleInfo | None:
+        """One schedule or None."""
+        with self._lock:
+            s = self._schedule(tenant, schedule_id)
+            return None if s is None else s.info(schedule_id)
+
+    def users(self, tenant: str) -> list[str]:
+        """Users of a tenant that have any session, fact, note or schedule."""
+        with self._lock:
+            found = {s.user_id for (t, _), s in self._sessions.items() if t == tenant and s.user_id}
+            for d in (self._facts, self._notes, self._schedules):
+                found.update(u for (t, u), items in d.items() if t == tenant and items)
+        return sorted(found)
+
+    def embedder(self) -> tuple[str, int] | None:
+        """(model_id, dim) from the last ``EmbedderChanged`` event, or None."""
+        with self._lock:
+            return self._embedder
+
+    def snapshot(self) -> dict[str, Any]:
+        """Every tenant's state as plain data (for comparing folds in tests and tools)."""
+        with self._lock:
+            tenants = sorted({t for t, _ in self._sessions} | {t for t, _ in self._facts}
+                             | {t for t, _ in self._notes} | {t for t, _ in self._schedules})
+            out: dict[str, Any] = {}
+            for t in tenants:
+                users = self.users(t)
+                out[t] = {
+                    "sessions": [(i, self.messages(t, i.session_id), self.summary(t, i.session_id))
+                                 for i in self.sessions(t, include_forgotten=True)],
+                    "facts": {u: self.facts(t, u, include_inactive=True) for u in users},
+                    "notes": {u: self.notes(t, u) for u in users},
+                    "schedules": {u: self.schedules(t, u) for u in users},
+                }
+            return msgspec.to_builtins(out)
+
+
+_HANDLERS: dict[type, Any] = {
+    ev.SessionStarted: StateProjection._on_session_started,
+    ev.MessageAppended: StateProjection._on_message,
+    ev.SummaryCommitted: StateProjection._on_summary,
+    ev.SessionForgotten: StateProjection._on_session_forgotten,
+    ev.UserForgotten: StateProjection._on_user_forgotten,
+    ev.FactAsserted: StateProjection._on_fact_asserted,
+    ev.FactReinforced: StateProjection._on_fact_reinforced,
+    ev.FactDecayed: StateProjection._on_fact_decayed,
+    ev.FactSuperseded: StateProjection._on_fact_superseded,
+    ev.FactPruned: StateProjection._on_fact_pruned,
+    ev.FactDeleted: StateProjection._on_fact_deleted,
+    ev.NoteStored: StateProjection._on_note_stored,
+    ev.NoteDeleted: StateProjection._on_note_deleted,
+    ev.ScheduleCreated: StateProjection._on_schedule_created,
+    ev.ScheduleUpdated: StateProjection._on_schedule_updated,
+    ev.ScheduleDeleted: StateProjection._on_schedule_deleted,
+    ev.ScheduleRun: StateProjection._on_schedule_run,
+    ev.EmbedderChanged: StateProjection._on_embedder_changed,
+}

@@ -1,0 +1,380 @@
+"""The Tantivy side of the chunk index: BM25 over the same rows, keyed and filtered alike.
+
+User text is never parsed as query syntax: it goes through the same analyzer the field is
+indexed with (split on non-alphanumerics, lowercase, English stop words, stemming) and each
+resulting term becomes a ``term_query``. Filters (tenant first) are separate ``Must`` clauses around
+the text clause, so quotes, colons, ``AND``, parentheses or ``*`` in a question are just
+characters. Keyword fields are indexed as ``"=" + value`` (see ``term_value``) so even an
+empty value is a real term.
+
+Scoring: Tantivy's own BM25 counts deleted-but-unmerged documents in its statistics and
+pools every tenant, so an index that saw deletes ranks differently from one rebuilt from
+the log. Tantivy therefore only proposes a candidate pool (its top ``2 x limit``); each
+candidate is re-scored with exact BM25 (k1=1.2, b=0.75) from the live statistics of the
+query's tenant (document count, average length, document frequency of each term), read
+from the same searcher snapshot. When the pool holds every match the ranking is exact;
+otherwise the pool is Tantivy's best guess, re-ranked exactly.
+
+Layout: ``<root>/CURRENT`` names the live generation directory (``g000001`` ...); a
+compaction builds the next generation from the LanceDB rows and swaps ``CURRENT``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import threading
+from collections import Counter
+from typing import Any, Iterable, Sequence
+
+import tantivy
+from tantivy import Document, Filter, Index, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
+
+from ._base import fsync_dir
+from ._rows import Filters, Pred, Row, term_value
+
+__all__ = ["TantivyChunks", "analyze", "ANALYZER"]
+
+ANALYZER = "eid_en_v2"
+_KEYWORDS = ("tenant", "user_id", "session_id", "kind", "category", "source_id")
+_MAX_TERMS = 64
+_ANALYZER = (
+    TextAnalyzerBuilder(Tokenizer.simple())
+    .filter(Filter.remove_long(40))
+    .filter(Filter.lowercase())
+    .filter(Filter.stopword("english"))
+    .filter(Filter.stemmer("english"))
+    .build()
+)
+K1 = 1.2
+B = 0.75
+
+
+def tokens(text: str) -> list[str]:
+    """Every index term of a text, in order (what the text field indexes)."""
+    try:
+        return list(_ANALYZER.analyze(text))
+    except Exception:  # noqa: BLE001 - e.g. lone surrogates: such text matches nothing
+        return []
+
+
+def analyze(text: str) -> list[str]:
+    """The distinct index terms of a query text, in first-seen order (at most 64)."""
+    return list(dict.fromkeys(tokens(text)))[:_MAX_TERMS]
+
+
+def _schema() -> tantivy.Schema:
+    sb = SchemaBuilder()
+    sb.add_text_field("key", tokenizer_name="raw", index_option="basic")
+    for name in _KEYWORDS:
+        sb.add_text_field(name, tokenizer_name="raw", index_option="basic")
+    sb.add_text_field("text", tokenizer_name=ANALYZER, index_option="freq")
+    sb.add_integer_field("ts", indexed=True, fast=True)
+    sb.add_integer_field("etime", indexed=True, fast=True)
+    sb.add_integer_field("ntok", indexed=False, fast=True)  # doc_len(text): live length statistics
+    sb.add_bytes_field("row", stored=True)
+    return sb.build()
+
+
+SCHEMA = _schema()
+
+
+def doc_len(text: str) -> int:
+    """A document's length for BM25: whitespace-separated words (cheap, same at index and query time)."""
+    return len(text.split())
+
+
+def _doc(r: Row) -> Document:
+    d = Document()
+    d.add_text("key", r.key)
+    d.add_text("tenant", term_value(r.tenant))
+    d.add_text("user_id", term_value(r.user_id))
+    d.add_text("session_id", term_value(r.session_id))
+    d.add_text("kind", term_value(r.kind))
+    d.add_text("category", term_value(r.category))
+    d.add_text("source_id", term_value(r.source_id))
+    d.add_text("text", r.text)
+    d.add_integer("ts", int(r.ts))
+    d.add_integer("etime", int(r.etime))
+    d.add_integer("ntok", doc_len(r.text))
+    d.add_bytes("row", r.pack())
+    return d
+
+
+def _term(field: str, value: str) -> Query:
+    return Query.term_query(SCHEMA, field, term_value(value))
+
+
+def filter_query(f: Filters) -> Query:
+    """The filters as one boolean query; the tenant term is always a Must clause."""
+    clauses: list[tuple[Any, Query]] = [(Occur.Must, _term("tenant", f.tenant))]
+    if f.kinds is not None:
+        clauses.append((Occur.Must, Query.boolean_query([(Occur.Should, _term("kind", k)) for k in f.kinds])))
+    for field, value in (("user_id", f.user_id), ("session_id", f.session_id), ("category", f.category)):
+        if value is not None:
+            clauses.append((Occur.Must, _term(field, value)))
+    if f.exclude_session is not None:
+        clauses.append((Occur.MustNot, _term("session_id", f.exclude_session)))
+    if f.since is not None or f.until is not None:
+        clauses.append((Occur.Must, Query.range_query(
+            SCHEMA, "ts", tantivy.FieldType.Integer,
+            f.since, None if f.until is None else f.until - 1, True, True)))
+    return Query.boolean_query(clauses)
+
+
+def pred_query(p: Pred) -> Query:
+    """A delete predicate as a query (tenant, field value, etime <= time, optional kinds)."""
+    clauses: list[tuple[Any, Query]] = [
+        (Occur.Must, _term("tenant", p.tenant)),
+        (Occur.Must, _term(p.field, p.value)),
+        (Occur.Must, Query.range_query(SCHEMA, "etime", tantivy.FieldType.Integer, None, int(p.time), True, True)),
+    ]
+    if p.kinds is not None:
+        clauses.append((Occur.Must, Query.boolean_query([(Occur.Should, _term("kind", k)) for k in p.kinds])))
+    return Query.boolean_query(clauses)
+
+
+class TantivyChunks:
+    """The BM25 index over chunk rows: one writer, read-your-writes after every commit."""
+
+    def __init__(self, root: str, *, heap_bytes: int = 64_000_000) -> None:
+        self.root = root
+        self.heap_bytes = heap_bytes
+        os.makedirs(root, exist_ok=True)
+        gen = self._current()
+        if gen is None:
+            gen = "g000001"
+            os.makedirs(os.path.join(root, gen), exist_ok=True)
+            self._set_current(gen)
+        self.gen = gen
+        self.index = self._open(os.path.join(root, gen))
+        self._writer: Any = None
+        self._dirty = False
+        self._remove_stale()
+        self._gen = 0  # bumped after every commit/swap: invalidates the statistics cache
+        self._cache: dict[Any, Any] = {}
+        self._cache_gen = -1
+        self._cache_lock = threading.Lock()
+
+    # -- files -------------------------------------------------------------------------
+    def _current(self) -> str | None:
+        try:
+            with open(os.path.join(self.root, "CURRENT")) as f:
+                gen = f.read().strip()
+        except FileNotFoundError:
+            return None
+        return gen if gen and os.path.isdir(os.path.join(self.root, gen)) else None
+
+    def _set_current(self, gen: str) -> None:
+        tmp = os.path.join(self.root, "CURRENT.tmp")
+        with open(tmp, "w") as f:
+            f.write(gen)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(self.root, "CURRENT"))
+        fsync_dir(self.root)
+
+    def _remove_stale(self) -> None:
+        for name in os.listdir(self.root):
+            p = os.path.join(self.root, name)
+            if name != self.gen and name.startswith("g") and os.path.isdir(p):
+                shutil.rmtree(p, ignore_errors=True)
+
+    @staticmethod
+    def _open(path: str) -> Index:
+        os.makedirs(path, exist_ok=True)
+        idx = Index(SCHEMA, path=path, reuse=True)
+        idx.register_tokenizer(ANALYZER, _ANALYZER)
+        return idx
+
+    def _w(self) -> Any:
+        if self._writer is None:
+            self._writer = self.index.writer(self.heap_bytes, 1)
+        return self._writer
+
+    # -- writing -----------------------------------------------------------------------
+    def delete(self, preds: Sequence[Pred]) -> None:
+        """Queue deletion of every document a predicate covers (applied at commit)."""
+        w = self._w()
+        for p in preds:
+            w.delete_documents_by_query(pred_query(p))
+        self._dirty = self._dirty or bool(preds)
+
+    def upsert(self, rows: Sequence[Row], fresh: Sequence[bool] | None = None) -> None:
+        """Queue replace-by-key of rows: delete the key's document, then add the new one.
+
+        ``fresh[i]`` True promises that row i's key was never indexed (its delete is skipped).
+        """
+        w = self._w()
+        for i, r in enumerate(rows):
+            if fresh is None or not fresh[i]:
+                w.delete_documents_by_term("key", r.key)
+            w.add_document(_doc(r))
+        self._dirty = self._dirty or bool(rows)
+
+    def commit(self) -> None:
+        """Make queued changes durable and visible to the next search."""
+        if self._dirty and self._writer is not None:
+            self._writer.commit()
+            self.index.reload()
+            self._dirty = False
+            self._gen += 1
+
+    def rollback(self) -> None:
+        """Drop queued, uncommitted changes."""
+        if self._writer is not None and self._dirty:
+            self._writer.rollback()
+            self._dirty = False
+
+    def gc(self) -> None:
+        """Delete index files no longer referenced (after merges)."""
+        if self._writer is not None:
+            try:
+                self._writer.garbage_collect_files()
+            except Exception:  # noqa: BLE001 - best effort housekeeping
+                pass
+
+    # -- reading -----------------------------------------------------------------------
+    def search(self, f: Filters, terms: Sequence[str], limit: int) -> list[tuple[float, Row]]:
+        """Top ``limit`` rows for analyzed ``terms`` within the filters, by exact per-tenant BM25."""
+        if not terms or limit <= 0:
+            return []
+        text = Query.boolean_query([(Occur.Should, Query.term_query(SCHEMA, "text", t)) for t in terms])
+        q = Query.boolean_query([(Occur.Must, Query.const_score_query(filter_query(f), 0.0)), (Occur.Must, text)])
+        gen = self._gen
+        searcher = self.index.searcher()
+        res = searcher.search(q, limit + max(16, limit // 2), count=False)
+        if not res.hits:
+            return []
+        rows = [Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits]
+        n_docs, avgdl = self._tenant_stats(searcher, gen, f.tenant)
+        idf = {}
+        for t in terms:
+            df = self._df(searcher, gen, f.tenant, t)
+            idf[t] = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+        scored = []
+        for r in rows:
+            tf = Counter(tokens(r.text))
+            norm = K1 * (1.0 - B + B * doc_len(r.text) / avgdl) if avgdl > 0 else K1
+            s = 0.0
+            for t in terms:
+                c = tf.get(t, 0)
+                if c:
+                    s += idf[t] * c * (K1 + 1.0) / (c + norm)
+            scored.append((s, r))
+        scored.sort(key=lambda x: (-x[0], -x[1].ts, x[1].key))
+        return scored[:limit]
+
+    def _cached(self, gen: int, key: Any, compute: Any) -> Any:
+        with self._cache_lock:
+            if self._cache_gen != gen:
+                self._cache = {}
+                self._cache_gen = gen
+            if key in self._cache:
+                return self._cache[key]
+        value = compute()
+        with self._cache_lock:
+            if self._cache_gen == gen and len(self._cache) < 100_000:
+                self._cache[key] = value
+        return value
+
+    def _tenant_stats(self, searcher: Any, gen: int, tenant: str) -> tuple[int, float]:
+        """(live documents, average indexed length) of one tenant."""
+
+        def compute() -> tuple[int, float]:
+            agg = searcher.aggregate(_term("tenant", tenant), {"s": {"stats": {"field": "ntok"}}})["s"]
+            n = int(agg.get("count") or 0)
+            return n, (float(agg.get("sum") or 0.0) / n if n else 0.0)
+
+        return self._cached(gen, ("stats", tenant), compute)
+
+    def _df(self, searcher: Any, gen: int, tenant: str, term: str) -> int:
+        """Live documents of one tenant containing an index term."""
+
+        def compute() -> int:
+            q = Query.boolean_query([(Occur.Must, _term("tenant", tenant)),
+                                     (Occur.Must, Query.term_query(SCHEMA, "text", term))])
+            return int(searcher.search(q, 1, count=True).count or 0)
+
+        return self._cached(gen, ("df", tenant, term), compute)
+
+    def fetch(self, tenant: str, keys: Sequence[str]) -> dict[str, Row]:
+        """Rows by key within one tenant."""
+        if not keys:
+            return {}
+        q = Query.boolean_query([
+            (Occur.Must, _term("tenant", tenant)),
+            (Occur.Must, Query.term_set_query(SCHEMA, "key", list(keys))),
+        ])
+        searcher = self.index.searcher()
+        res = searcher.search(q, len(keys), count=False)
+        rows = (Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits)
+        return {r.key: r for r in rows}
+
+    def matching(self, preds: Sequence[Pred], limit: int = 1_000_000) -> list[Row]:
+        """Committed rows any predicate covers."""
+        if not preds:
+            return []
+        q = Query.boolean_query([(Occur.Should, pred_query(p)) for p in preds])
+        searcher = self.index.searcher()
+        res = searcher.search(q, limit, count=False)
+        return [Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits]
+
+    def num_docs(self) -> int:
+        """Live documents in the committed index."""
+        return int(self.index.searcher().num_docs)
+
+    def num_segments(self) -> int:
+        """Segments of the committed index."""
+        return int(self.index.searcher().num_segments)
+
+    def all_rows(self) -> list[Row]:
+        """Every committed row (for tests and checks)."""
+        searcher = self.index.searcher()
+        n = max(1, int(searcher.num_docs))
+        res = searcher.search(Query.all_query(), n, count=False)
+        return [Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits]
+
+    def terms_with_prefix(self, field: str, prefix: str) -> list[Any]:
+        """Terms of a field with a prefix, still present in segments (deleted docs included)."""
+        return list(self.index.searcher().terms_with_prefix(field, prefix))
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def _close_writer(self) -> None:
+        if self._writer is not None:
+            try:
+                self._writer.wait_merging_threads()
+            except Exception:  # noqa: BLE001 - closing anyway
+                pass
+            self._writer = None
+
+    def rebuild(self, batches: Iterable[Sequence[Row]]) -> None:
+        """Index rows into a fresh generation directory, then swap it in and delete the old one."""
+        self.rollback()
+        n = int(self.gen[1:]) + 1
+        gen = f"g{n:06d}"
+        path = os.path.join(self.root, gen)
+        shutil.rmtree(path, ignore_errors=True)
+        idx = self._open(path)
+        w = idx.writer(self.heap_bytes, 1)
+        for rows in batches:
+            for r in rows:
+                w.add_document(_doc(r))
+        w.commit()
+        w.wait_merging_threads()
+        self._close_writer()
+        self._set_current(gen)
+        self.gen, self.index = gen, idx
+        self.index.reload()
+        self._gen += 1
+        self._remove_stale()
+
+    def reset(self) -> None:
+        """Start an empty generation and delete the old ones."""
+        self.rebuild([])
+
+    def close(self) -> None:
+        """Roll back anything uncommitted and release the writer."""
+        self.rollback()
+        self._close_writer()

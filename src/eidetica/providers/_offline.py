@@ -1,0 +1,535 @@
+"""Offline fallbacks for the LLM port: regex fact extraction and extractive summaries.
+
+``HeuristicExtractor`` keeps first-person statements that are usually durable: "I am a
+nurse", "I'm 34", "I'm allergic to peanuts", "I'm from Lyon", "I work at/as ...", "I live in
+...", "my X is Y", "I like / love / enjoy / prefer / hate ...", "I have a dog / two kids /
+diabetes", "I was born in ...", "I speak ...", "I don't eat ...", "I usually ...". Each clause
+of a message is tested on its own, so "I live in Paris and I work as a nurse" gives two facts.
+The fact is the user's own clause, cleaned up (fillers such as "btw" removed), in the first
+person.
+
+What it misses, by design or by limitation:
+
+- facts not phrased in the first person ("Anna is my sister", "we moved to Oslo", "the kids
+  and I ..."), and facts implied rather than stated ("walking Rex before work" does not
+  yield "has a dog called Rex");
+- anything in a question or subordinate clause ("since I live in Paris, what ...?"), facts
+  spread over two sentences, pronouns that need the conversation ("I love it");
+- past or changing states unless phrased as one of the patterns ("I used to live in Rome",
+  "I quit my job" are dropped);
+- hedges, sarcasm, hypotheticals and negation nuance: "I'm not sure I like jazz" is dropped,
+  "I like jazz, not really" is kept as liking jazz;
+- transient states that look durable ("I'm a wreck this week" is kept as an identity fact);
+- non-English text.
+
+``ExtractiveSummarizer`` never writes new text: it keeps the previous summary first and adds
+the highest-scoring sentences (distinctive words, numbers, names, first-person facts) in
+their original order, prefixed with the speaker's role, until ``target_tokens`` is reached.
+It cannot merge, paraphrase or resolve references, drops everything that scored low when the
+budget is small, and cannot notice that a new message corrects the previous summary.
+
+``statements_conflict`` (``OfflineLLM.contradicts``) recognises single-valued slots (where
+one lives, works, job, age, name, marital status, "my X is ..."), an added or removed
+negation of the same statement, and opposite preferences about the same thing. It misses
+conflicts that need world knowledge ("I'm vegetarian" vs "I had steak") or paraphrase.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from ._llm import (
+    LLM,
+    ExtractedFact,
+    check_messages,
+    check_target_tokens,
+    check_text,
+    count_tokens,
+    truncate_to_tokens,
+)
+
+__all__ = ["HeuristicExtractor", "ExtractiveSummarizer", "OfflineLLM", "statements_conflict"]
+
+_I = re.IGNORECASE
+
+# --- clause splitting ----------------------------------------------------------------------------
+
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_CLAUSE_SPLIT = re.compile(
+    r"\s*;\s*|,?\s+(?:and|but|also|plus|so)\s+(?=(?:i|i'm|i've|i'd|my)\b)|,\s+(?=(?:i|i'm|i've|my)\s)", _I
+)
+_FILLER = re.compile(
+    r"^(?:(?:well|so|oh|ok|okay|also|btw|by the way|actually|anyway|anyways|fyi|just so you know|"
+    r"for the record|for context|as you know|hey|hi|hello|and|but|yes|yeah|yep|no|nope|um|uh|"
+    r"honestly|basically|plus|just|oh and|fun fact)\b[\s,:!.-]*)+",
+    _I,
+)
+
+
+def _normalise_quotes(text: str) -> str:
+    return text.replace("\u2019", "'").replace("\u2018", "'").replace("`", "'")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split text into sentences at ., ! or ? followed by space, and at line breaks."""
+    return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
+
+
+def _clauses(text: str) -> list[tuple[str, bool]]:
+    out: list[tuple[str, bool]] = []
+    for sent in split_sentences(_normalise_quotes(text)):
+        question = sent.rstrip().endswith("?")
+        for clause in _CLAUSE_SPLIT.split(sent):
+            clause = _FILLER.sub("", clause.strip()).strip()
+            if clause:
+                out.append((clause, question))
+    return out
+
+
+# --- the patterns ------------------------------------------------------------------------------
+
+_AM = r"i(?:'m|\s+am|m)\s+(?:(?:also|still|now|currently|actually|really|definitely)\s+)?(?:not\s+)?"
+_ADVERBS = r"(?:(?:really|absolutely|also|just|kind of|kinda|truly|totally|actually|genuinely|still|do(?:n't| not)|never|no longer)\s+)*"
+_PRONOUN_OBJECT = re.compile(
+    r"^(?:it|this|that|these|those|you|them|him|her|what|how|your|yours|the idea|the way you|when you|if you)\b", _I
+)
+_PROFESSIONS = frozenset(
+    """engineer developer programmer designer nurse doctor physician teacher lawyer attorney student
+    professor scientist researcher manager accountant writer author artist chef cook baker pilot
+    architect consultant analyst dentist pharmacist musician photographer journalist farmer
+    electrician plumber mechanic firefighter officer surgeon therapist librarian driver founder ceo
+    cto cfo freelancer contractor intern retiree retired veterinarian vet paramedic carpenter
+    editor translator economist statistician mathematician physicist chemist biologist tutor
+    nanny caregiver cashier waiter waitress bartender barista salesperson entrepreneur investor
+    banker trader clerk secretary recruiter marketer administrator sysadmin devops""".split()
+)
+_BAD_HAVE_OBJECTS = frozenset(
+    """question questions problem problems issue issues idea ideas doubt doubts suggestion request
+    quick follow feeling hunch lot bit few little couple moment minute second meeting appointment
+    call interview exam test deadline flight bug error concern favor favour look chance point
+    headache cold""".split()
+)
+_BAD_MY_SUBJECTS = frozenset(
+    """question problem issue point guess bad pleasure turn answer concern apologies apology mistake
+    fault idea suggestion request code output error message internet connection computer laptop
+    phone screen head day morning evening night week weekend meeting understanding thought
+    thoughts opinion take hope worry fear goal task prompt query test result results plan
+    browser app account password""".split()
+)
+_HEALTH = r"(?:diabetes|type [12] diabetes|asthma|adhd|autism|celiac(?: disease)?|coeliac(?: disease)?|epilepsy|arthritis|migraines|hypertension|high blood pressure|anxiety|depression|dyslexia|allergies|an? [\w-]+ allergy|a (?:heart|kidney|thyroid) condition|ibs|crohn's|lupus|cancer)"
+_NUMBER_WORD = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|my own|several|some)"
+
+# (compiled pattern, category, optional validator on the match) in priority order.
+_PATTERNS: list[tuple[re.Pattern[str], str, str | None]] = [
+    (re.compile(rf"^{_AM}(?:(?:very|severely|deathly|highly|mildly|quite|so)\s+)?allergic\b", _I), "health", None),
+    (
+        re.compile(
+            rf"^{_AM}(?:(?:lactose|gluten)\s+intolerant|diabetic|celiac|coeliac|pregnant|deaf|blind|colou?r[- ]?blind|asthmatic|epileptic|dyslexic|autistic|disabled|in a wheelchair)\b",
+            _I,
+        ),
+        "health",
+        None,
+    ),
+    (re.compile(rf"^{_AM}(?:a\s+)?(?:vegetarian|vegan|pescatarian|teetotal(?:er)?|non-?drinker|non-?smoker|smoker)\b", _I), "preference", None),
+    (re.compile(rf"^{_AM}(?:(?:originally|born and raised)\s+)?(?:from|based (?:in|out of)|living in|located in|staying in|moving to|relocating to)\s+\S", _I), "location", None),
+    (re.compile(rf"^{_AM}\d{{1,3}}(?:\s+(?:years?|yrs?)(?:\s+old)?)?(?:\s*[.!,]|\s*$|\s+and\b)", _I), "personal", None),
+    (re.compile(rf"^{_AM}(?:happily\s+)?(?:married|engaged|single|divorced|widowed|separated|in a relationship|dating)\b", _I), "relationship", None),
+    (re.compile(rf"^{_AM}(?:(?:a\s+)?(?:big|huge|great|massive)\s+)?(?:a\s+)?fan of\s+\S", _I), "preference", None),
+    (re.compile(rf"^{_AM}(?:called|named)\s+\S", _I), "identity", None),
+    (re.compile(rf"^{_AM}(?:studying|learning|training (?:for|as)|a student)\b", _I), "personal", None),
+    (re.compile(rf"^{_AM}(?:working (?:on|at|as|for|in|with|from)|retired|unemployed|self[- ]employed)\b", _I), "work", None),
+    (re.compile(rf"^{_AM}(?:a|an)\s+([\w-]+)(?:\s+([\w-]+))?", _I), "identity", "article"),
+    (re.compile(r"^i\s+(?:currently\s+|now\s+|still\s+|also\s+|mostly\s+|mainly\s+)?work(?:s)?\b(?!\s+(?:on|with)\s+(?:it|this|that)\b)", _I), "work", None),
+    (re.compile(r"^i(?:'ve| have)?\s*(?:currently\s+|now\s+|still\s+|also\s+)?(?:live|lived|reside|moved|grew up)\s+(?:in|at|on|near|with|to|by|outside|close to|just outside)\b", _I), "location", None),
+    (re.compile(r"^i\s+(?:was born|got married|graduated)\b", _I), "personal", None),
+    (re.compile(r"^(?:my name is|my name's|call me|people call me|everyone calls me)\s+\S", _I), "identity", None),
+    (re.compile(r"^my\s+((?:[\w-]+(?:'s)?\s+){0,3}?[\w-]+(?:'s)?)\s+(?:is|are|was born|'s)\s+\S", _I), "my", "my"),
+    (re.compile(rf"^i\s+{_ADVERBS}(?:like|love|enjoy|adore|prefer|hate|dislike|detest|loathe|despise|can't stand|cannot stand)\s+(\S+)", _I), "preference", "object"),
+    (re.compile(rf"^i(?:'ve got|'ve|\s+(?:have got|have|got))\s+{_HEALTH}\b", _I), "health", None),
+    (re.compile(rf"^i(?:'ve got|\s+(?:(?:also|still|now)\s+)?(?:have got|have|own|drive|ride|keep))\s+{_NUMBER_WORD}\s+([\w-]+)", _I), "possession", "have"),
+    (re.compile(r"^i(?:'ve got|\s+(?:(?:also|still|now)\s+)?have)\s+(?:kids|children|pets|cats|dogs|siblings|grandchildren|twins|a family)\b", _I), "relationship", None),
+    (re.compile(r"^i\s+(?:do(?:n't| not)|never)\s+(?:have|own)\s+(?:a|an|any)\s+[\w-]+", _I), "possession", None),
+    (re.compile(r"^i\s+(?:do(?:n't| not)|never|can't|cannot|no longer)\s+(?:eat|drink|smoke)\b", _I), "preference", None),
+    (re.compile(r"^i\s+(?:(?:also|fluently|only)\s+)?speak\s+[A-Z\w]", _I), "identity", None),
+    (re.compile(r"^i\s+(?:usually|always|often|normally|typically|generally|mostly)\s+(?!(?:ask|wonder|forget|get confused)\b)\w+", _I), "preference", None),
+    (re.compile(r"^i(?:'ve| have)\s+been\s+(?:a|an|vegetarian|vegan|married|living|working|diagnosed)\b", _I), "personal", None),
+]
+
+_MY_CATEGORIES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\b(?:name|nickname|pronouns)\b", _I), "identity"),
+    (re.compile(r"\b(?:favou?rite|preferred)\b", _I), "preference"),
+    (re.compile(r"\b(?:wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|spouse|son|daughter|kids?|child|children|mother|mom|mum|father|dad|brother|sister|sibling|parents?|family|grandm\w*|grandf\w*|aunt|uncle|cousin|friend|best friend)\b", _I), "relationship"),
+    (re.compile(r"\b(?:dog|cat|pet|puppy|kitten|horse|car|bike|house|apartment|flat)\b", _I), "possession"),
+    (re.compile(r"\b(?:address|home|city|town|hometown|country|neighbou?rhood|street)\b", _I), "location"),
+    (re.compile(r"\b(?:job|employer|company|boss|title|role|office|team|salary|profession|work|manager|career)\b", _I), "work"),
+    (re.compile(r"\b(?:allergy|allergies|blood|doctor|diet|medication|condition|health)\b", _I), "health"),
+]
+
+
+def _category_for_article(m: re.Match[str]) -> str | None:
+    first = m.group(1).lower()
+    second = (m.group(2) or "").lower()
+    if first in {"bit", "little", "lot", "tad", "quick", "question", "moment", "second", "minute", "fan", "mess", "big", "huge"}:
+        return None
+    if first in _PROFESSIONS or second in _PROFESSIONS or first.endswith(("engineer", "developer", "scientist")):
+        return "work"
+    return "identity"
+
+
+def _category_for_my(m: re.Match[str]) -> str | None:
+    subject = m.group(1).lower().replace("'s", "")
+    words = subject.split()
+    if not words or words[-1] in _BAD_MY_SUBJECTS or words[0] in _BAD_MY_SUBJECTS:
+        return None
+    if len(words) > 1 and words[-1] in {"name", "nickname"}:
+        # "my dog's name is Rex" is about the dog: classify by the owner noun, not by "name".
+        subject = " ".join(words[:-1])
+    for pat, cat in _MY_CATEGORIES:
+        if pat.search(subject):
+            return cat
+    return "personal"
+
+
+def _category_for_object(m: re.Match[str], text: str) -> str | None:
+    rest = text[m.start(1) :]
+    if _PRONOUN_OBJECT.match(rest):
+        return None
+    return "preference"
+
+
+def _category_for_have(m: re.Match[str]) -> str | None:
+    noun = m.group(1).lower()
+    if noun in _BAD_HAVE_OBJECTS or noun in {"of", "few", "couple", "lot"}:
+        return None
+    if re.fullmatch(r"(?:kids?|children|child|sons?|daughters?|brothers?|sisters?|siblings?|wife|husband|partner|boyfriend|girlfriend|grandchildren|twins)", noun):
+        return "relationship"
+    return "possession"
+
+
+def _tidy(clause: str) -> str:
+    text = re.sub(r"\s+", " ", clause).strip().rstrip(",;:-–— ")
+    text = re.sub(r"[.!?…]+$", "", text).strip()
+    if not text:
+        return ""
+    if text[:2].lower() in {"i ", "i'"}:
+        text = "I" + text[1:]
+    elif text[:2].lower() == "im" and (len(text) == 2 or text[2] == " "):
+        text = "I'm" + text[2:]
+    else:
+        text = text[0].upper() + text[1:]
+    return text + "."
+
+
+class HeuristicExtractor:
+    """Regex extraction of durable first-person facts; see the module docstring for what it misses."""
+
+    def classify(self, clause: str) -> str | None:
+        """Category of a single clause if it states a durable first-person fact, else None."""
+        for pat, category, check in _PATTERNS:
+            m = pat.match(clause)
+            if m is None:
+                continue
+            if check is None:
+                return category
+            if check == "article":
+                cat = _category_for_article(m)
+            elif check == "my":
+                cat = _category_for_my(m)
+            elif check == "object":
+                cat = _category_for_object(m, clause)
+            else:
+                cat = _category_for_have(m)
+            if cat is not None:
+                return cat
+        return None
+
+    def extract(self, text: str) -> list[ExtractedFact]:
+        """Durable facts in one message, in order, without duplicates."""
+        facts: list[ExtractedFact] = []
+        seen: set[str] = set()
+        for clause, question in _clauses(text):
+            if question or len(clause) > 300:
+                continue
+            category = self.classify(clause)
+            if category is None:
+                continue
+            content = _tidy(clause)
+            key = content.lower()
+            if content and key not in seen:
+                seen.add(key)
+                facts.append(ExtractedFact(content=content, category=category))
+        return facts
+
+
+# --- extractive summaries ----------------------------------------------------------------------
+
+_STOPWORDS = frozenset(
+    """a about above after again against all am an and any are aren't as at be because been before
+    being below between both but by can can't cannot could couldn't did didn't do does doesn't doing
+    don't down during each few for from further had hadn't has hasn't have haven't having he he'd
+    he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've if in into
+    is isn't it it's its itself let's me more most mustn't my myself no nor not of off on once only
+    or other ought our ours ourselves out over own same shan't she she'd she'll she's should
+    shouldn't so some such than that that's the their theirs them themselves then there there's
+    these they they'd they'll they're they've this those through to too under until up very was
+    wasn't we we'd we'll we're we've were weren't what what's when when's where where's which while
+    who who's whom why why's with won't would wouldn't you you'd you'll you're you've your yours
+    yourself yourselves ok okay thanks thank yes yeah yep no nope hi hello hey sure great cool
+    just really also please well oh got get like know think see right now one would could will""".split()
+)
+_WORDS = re.compile(r"[\w']+")
+
+
+def _content_words(sentence: str) -> list[str]:
+    return [w for w in (x.lower().strip("'") for x in _WORDS.findall(sentence)) if len(w) > 1 and w not in _STOPWORDS]
+
+
+class ExtractiveSummarizer:
+    """Keeps the previous summary, then the most informative sentences in order, within a token budget."""
+
+    def __init__(self, extractor: HeuristicExtractor | None = None) -> None:
+        self._extractor = extractor or HeuristicExtractor()
+
+    def summarize(
+        self, messages: Sequence[tuple[str, str]], *, target_tokens: int, previous_summary: str = ""
+    ) -> str:
+        """Extractive summary of ``messages`` after ``previous_summary``; ``count_tokens`` <= target."""
+        budget = check_target_tokens(target_tokens)
+        msgs = check_messages(messages)
+        previous = " ".join(check_text("previous_summary", previous_summary).split())
+
+        # Candidates: (message index, sentence index, role, sentence, content words).
+        cands: list[tuple[int, int, str, str, list[str]]] = []
+        for mi, (role, content) in enumerate(msgs):
+            for si, sent in enumerate(split_sentences(content)):
+                sent = " ".join(sent.split())
+                words = _content_words(sent)
+                if words:
+                    cands.append((mi, si, role, sent, words))
+
+        head = previous
+        if count_tokens(previous) > budget:
+            # The previous summary alone is over budget: compress it with the same scoring.
+            head = self._select_from_text(previous, budget)
+        remaining = budget - count_tokens(head) - (1 if head else 0)
+        seen_words = set(_content_words(head))
+
+        df = Counter(w for c in cands for w in set(c[4]))
+        n_docs = max(len(cands), 1)
+        scored: list[tuple[float, int]] = []
+        for i, (mi, _si, role, sent, words) in enumerate(cands):
+            distinct = set(words)
+            score = sum(math.log(1.0 + n_docs / df[w]) for w in distinct) / math.sqrt(len(distinct))
+            score += 0.3 * len(distinct) ** 0.5
+            if any(ch.isdigit() for ch in sent):
+                score += 0.5
+            if re.search(r"(?<!^)(?<![.!?]\s)\b[A-Z][a-z]+", sent):
+                score += 0.5
+            if role == "user":
+                # What users say about themselves is what long-term memory exists for.
+                score += 1.0
+                if self._extractor.classify(_FILLER.sub("", _normalise_quotes(sent)).strip()):
+                    score += 10.0
+            if sent.endswith("?"):
+                score -= 0.5
+            # Later messages win ties: they are more likely to hold the current state.
+            score += 0.01 * mi / max(len(msgs), 1)
+            scored.append((score, i))
+        scored.sort(reverse=True)
+
+        chosen: list[int] = []
+        open_messages: set[int] = set()
+        for _score, i in scored:
+            mi, _si, role, sent, words = cands[i]
+            distinct = set(words)
+            if distinct and len(distinct & seen_words) / len(distinct) > 0.8:
+                continue  # says nothing new
+            cost = count_tokens(sent) + 1
+            if mi not in open_messages:
+                cost += count_tokens(_role_label(role)) + 1
+            if cost > remaining:
+                continue
+            remaining -= cost
+            chosen.append(i)
+            open_messages.add(mi)
+            seen_words |= distinct
+
+        parts = [head] if head else []
+        chosen.sort()
+        current = -1
+        for i in chosen:
+            mi, _si, role, sent, _w = cands[i]
+            if mi != current:
+                parts.append(f"{_role_label(role)} {sent}")
+                current = mi
+            else:
+                parts[-1] += " " + sent
+        return truncate_to_tokens(" ".join(parts), budget)
+
+    def _select_from_text(self, text: str, budget: int) -> str:
+        sents = [" ".join(s.split()) for s in split_sentences(text)]
+        ranked = sorted(range(len(sents)), key=lambda i: (-len(set(_content_words(sents[i]))), i))
+        keep: list[int] = []
+        used = 0
+        for i in ranked:
+            cost = count_tokens(sents[i]) + 1
+            if used + cost <= budget:
+                keep.append(i)
+                used += cost
+        out = " ".join(sents[i] for i in sorted(keep))
+        return out if out else truncate_to_tokens(text, budget)
+
+
+def _role_label(role: str) -> str:
+    return (role.strip() or "unknown").capitalize() + ":"
+
+
+# --- contradictions ----------------------------------------------------------------------------
+
+_CONTRACTIONS = [
+    (r"\bi'm\b", "i am"),
+    (r"\bim\b", "i am"),
+    (r"\bi've\b", "i have"),
+    (r"\bdon't\b", "do not"),
+    (r"\bdoesn't\b", "does not"),
+    (r"\bdidn't\b", "did not"),
+    (r"\bcan't\b", "cannot"),
+    (r"\bisn't\b", "is not"),
+    (r"\baren't\b", "are not"),
+    (r"\bwon't\b", "will not"),
+    (r"\bhaven't\b", "have not"),
+    (r"\bmy name's\b", "my name is"),
+]
+_NEGATIONS = frozenset({"not", "no", "never", "nor", "neither"})
+_NEGATION_FILLERS = frozenset({"longer", "anymore"})
+_AUX_AFTER_NEG = frozenset({"do", "does", "did"})
+_CLAUSE_END = re.compile(r"\s*(?:[,;:(]|\s(?:and|but|since|because|for|with|where|which|who|now|anymore|any more)\b).*$")
+
+_SLOTS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\bi (?:currently |now |still )?(?:live|reside|am living|am based|am staying) (?:in|at) (?P<v>.+)"), "residence"),
+    (re.compile(r"\bi (?:have |just |recently )*(?:moved|relocated) to (?P<v>.+)"), "residence"),
+    (re.compile(r"\bmy (?:home|address|city|hometown) is (?:in )?(?P<v>.+)"), "residence"),
+    (re.compile(r"\bi (?:currently |now |still )?work (?:at|for) (?P<v>.+)"), "employer"),
+    (re.compile(r"\bmy (?:employer|company) is (?P<v>.+)"), "employer"),
+    (re.compile(r"\bi (?:currently |now |still )?work as (?:an? )?(?P<v>.+)"), "job"),
+    (re.compile(r"\bmy (?:job|profession|occupation) is (?:an? )?(?P<v>.+)"), "job"),
+    (re.compile(r"\bi am (?P<v>\d{1,3})(?: years?)?(?: old)?\b"), "age"),
+    (re.compile(r"\b(?:my name is|call me|i am called) (?P<v>.+)"), "name"),
+    (re.compile(r"\bi am (?:now |happily )?(?P<v>married|single|divorced|engaged|widowed|separated)\b"), "marital"),
+    (re.compile(r"\bmy (?P<k>(?:[\w-]+ ){0,3}?[\w-]+) (?:is|are) (?P<v>.+)"), "my"),
+]
+_JOB_SLOT = re.compile(r"\bi am (?:an? )(?P<v>[\w-]+(?: [\w-]+)?)")
+_LIKE = re.compile(r"\bi (?P<neg>(?:do not |no longer |never |cannot |can not )?)(?:really |absolutely |still |also )*(?P<verb>like|love|enjoy|adore|prefer|hate|dislike|detest|loathe|despise|stand) (?P<v>.+)")
+_POSITIVE = frozenset({"like", "love", "enjoy", "adore", "prefer"})
+
+
+def _norm(text: str) -> str:
+    t = _normalise_quotes(text).lower().strip()
+    for pat, rep in _CONTRACTIONS:
+        t = re.sub(pat, rep, t)
+    t = re.sub(r"[^\w\s',]", " ", t)
+    t = re.sub(r"\s*,\s*", ", ", t)
+    return " ".join(t.split())
+
+
+def _value(v: str) -> str:
+    v = _CLAUSE_END.sub("", v).strip()
+    v = re.sub(r"^(?:the|a|an|in|at)\s+", "", v)
+    return v.strip(" .!?")
+
+
+def _same_value(a: str, b: str) -> bool:
+    # "paris" and "paris france" name the same place: one value refining the other is no conflict.
+    wa, wb = a.split(), b.split()
+    n = min(len(wa), len(wb))
+    return n > 0 and wa[:n] == wb[:n]
+
+
+def _slot_of(s: str) -> tuple[str, str] | None:
+    for pat, slot in _SLOTS:
+        m = pat.search(s)
+        if m:
+            key = slot if slot != "my" else "my " + m.group("k")
+            return key, _value(m.group("v"))
+    m = _JOB_SLOT.search(s)
+    if m and set(m.group("v").split()) & _PROFESSIONS:
+        return "job", _value(m.group("v"))
+    return None
+
+
+def _strip_negation(s: str) -> tuple[str, bool]:
+    words = s.split()
+    negated = False
+    out: list[str] = []
+    for i, w in enumerate(words):
+        if w in _NEGATIONS:
+            negated = not negated
+            continue
+        if w in _NEGATION_FILLERS:
+            continue  # "no longer", "not ... anymore": one negation, not two
+        if w in _AUX_AFTER_NEG and i + 1 < len(words) and words[i + 1] in _NEGATIONS:
+            continue
+        out.append(w)
+    return " ".join(out), negated
+
+
+def _preference(s: str) -> tuple[bool, str] | None:
+    m = _LIKE.search(s)
+    if not m:
+        return None
+    verb = m.group("verb")
+    positive = verb in _POSITIVE
+    if verb == "stand":
+        if not m.group("neg"):
+            return None
+        positive = False
+    elif m.group("neg"):
+        positive = not positive
+    return positive, _value(m.group("v"))
+
+
+def statements_conflict(old: str, new: str) -> bool:
+    """Heuristic: do two first-person statements disagree on a single-valued fact or a polarity?"""
+    a, b = _norm(old), _norm(new)
+    if not a or not b or a == b:
+        return False
+    a_core, a_neg = _strip_negation(a)
+    b_core, b_neg = _strip_negation(b)
+    if a_core == b_core and a_neg != b_neg:
+        return True
+    pa, pb = _preference(a), _preference(b)
+    if pa and pb and pa[1] == pb[1] and pa[0] != pb[0]:
+        return True
+    sa, sb = _slot_of(a_core), _slot_of(b_core)
+    if sa and sb and sa[0] == sb[0]:
+        same = _same_value(sa[1], sb[1])
+        if a_neg != b_neg and same:
+            return True
+        return not a_neg and not b_neg and bool(sa[1]) and bool(sb[1]) and not same
+    return False
+
+
+class OfflineLLM(LLM):
+    """No network: HeuristicExtractor, ExtractiveSummarizer and heuristic contradiction checks."""
+
+    def __init__(self) -> None:
+        self.model_id = "offline-heuristic"
+        self.extractor = HeuristicExtractor()
+        self.summarizer = ExtractiveSummarizer(self.extractor)
+
+    def extract_facts(self, text: str) -> list[ExtractedFact]:
+        """Durable first-person facts in one user message (regex heuristics)."""
+        return self.extractor.extract(check_text("text", text))
+
+    def summarize(
+        self, messages: Sequence[tuple[str, str]], *, target_tokens: int, previous_summary: str = ""
+    ) -> str:
+        """Extractive summary, previous summary first, within ``target_tokens``."""
+        return self.summarizer.summarize(messages, target_tokens=target_tokens, previous_summary=previous_summary)
+
+    def contradicts(self, old: str, new: str) -> bool:
+        """Heuristic conflict check on single-valued slots, negations and preferences."""
+        return statements_conflict(check_text("old", old), check_text("new", new))

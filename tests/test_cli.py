@@ -1,0 +1,154 @@
+"""The real `eidetica` console script, run in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).with_name("eidetica")
+
+
+def run(*args: str, store: Path | None = None, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the console script with a small deterministic embedder."""
+    e = dict(os.environ, EIDETICA_MODEL="hash-64", COLUMNS="200")
+    e.update(env or {})
+    if store is not None:
+        e["EIDETICA_PATH"] = str(store)
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, input=input, env=e, timeout=300)
+
+
+@pytest.fixture
+def store(tmp_path) -> Path:
+    return tmp_path / "store"
+
+
+def test_help_explains_every_command() -> None:
+    out = run("--help")
+    assert out.returncode == 0
+    for cmd in ("demo", "remember", "recall", "list", "forget", "sessions", "history", "export", "import",
+                "clear", "rebuild", "compact", "reembed", "stats", "tail"):
+        assert cmd in out.stdout, cmd
+
+
+def test_remember_recall_list_forget(store) -> None:
+    out = run("remember", "Ada is allergic to peanuts", "--category", "health", "--user", "ada", store=store)
+    assert out.returncode == 0, out.stderr
+    fid = out.stdout.strip()
+    assert fid.startswith("fact-")
+    out = run("recall", "peanuts", "--user", "ada", "--json", store=store)
+    hits = json.loads(out.stdout)
+    assert hits[0]["id"] == fid and hits[0]["category"] == "health"
+    out = run("recall", "peanuts", "--user", "ada", store=store)
+    assert "allergic" in out.stdout and "score" in out.stdout
+    out = run("list", "--user", "ada", "--json", store=store)
+    assert [h["text"] for h in json.loads(out.stdout)] == ["Ada is allergic to peanuts"]
+    assert run("forget", fid, "--user", "ada", store=store).returncode == 0
+    assert json.loads(run("list", "--user", "ada", "--json", store=store).stdout) == []
+
+
+def test_errors_are_one_line_without_traceback(store) -> None:
+    run("remember", "x", store=store)
+    out = run("forget", "fact-nope", store=store)
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr and "not found" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+    out = run("--debug", "forget", "fact-nope", store=store)
+    assert "Traceback" in out.stderr
+    bad = run("recall", "x", "--top-k", "0", store=store)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr
+
+
+def test_store_with_other_model_is_refused_clearly(store) -> None:
+    run("remember", "x", store=store)
+    out = run("recall", "x", store=store, env={"EIDETICA_MODEL": "hash-32"})
+    assert out.returncode != 0 and "reembed" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_sessions_history_stats_and_tail(store) -> None:
+    code = (
+        "import eidetica, sys\n"
+        "from eidetica.providers import HashEmbedder\n"
+        f"with eidetica.open({str(store)!r}, embedder=HashEmbedder(dim=64)) as m:\n"
+        "    s = m.session('s1', user='ada')\n"
+        "    s.append('user', 'first message')\n"
+        "    s.append('assistant', 'second message')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    out = run("sessions", store=store)
+    assert "s1" in out.stdout and "ada" in out.stdout
+    out = run("history", "s1", store=store)
+    assert "first message" in out.stdout and "second message" in out.stdout
+    assert run("history", "nope", store=store).returncode != 0
+    stats = json.loads(run("stats", "--json", store=store).stdout)
+    assert stats["events"] > 0 and stats["sessions"] == 1
+    out = run("tail", "--from-start", "--seconds", "1", store=store)
+    assert "MessageAppended" in out.stdout
+
+
+def test_clear_needs_confirmation(store) -> None:
+    run("remember", "keep me", store=store)
+    out = run("clear", store=store)  # no terminal: refuses without --force
+    assert out.returncode != 0 and "--force" in out.stderr
+    assert len(json.loads(run("list", "--json", store=store).stdout)) == 1
+    assert run("clear", "--memories-only", "--force", store=store).returncode == 0
+    assert json.loads(run("list", "--json", store=store).stdout) == []
+
+
+def test_export_import_round_trip(tmp_path, store) -> None:
+    for text in ("Ada lives in Berlin", "Ada works as a platform engineer", "Ada runs half marathons"):
+        run("remember", text, "--user", "ada", store=store)
+    for fmt in ("jsonl", "parquet"):
+        dump = tmp_path / f"dump.{fmt}"
+        assert run("export", "-o", str(dump), store=store).returncode == 0
+        fresh = tmp_path / f"fresh-{fmt}"
+        out = run("import", str(dump), store=fresh)
+        assert out.returncode == 0, out.stderr
+        a = json.loads(run("recall", "where does Ada live", "--user", "ada", "--json", store=store).stdout)
+        b = json.loads(run("recall", "where does Ada live", "--user", "ada", "--json", store=fresh).stdout)
+        assert [(h["id"], h["text"], h["score"]) for h in a] == [(h["id"], h["text"], h["score"]) for h in b]
+
+
+def test_rebuild_after_deleting_the_index(store) -> None:
+    run("remember", "Grace is vegetarian", "--user", "grace", store=store)
+    before = json.loads(run("recall", "vegetarian", "--user", "grace", "--json", store=store).stdout)
+    shutil.rmtree(store / "index")
+    out = run("rebuild", store=store)
+    assert out.returncode == 0, out.stderr
+    after = json.loads(run("recall", "vegetarian", "--user", "grace", "--json", store=store).stdout)
+    assert [h["id"] for h in after] == [h["id"] for h in before]
+
+
+def test_compact_erases_forgotten_text(store) -> None:
+    marker = "ZEBRA-MARKER-93817"
+    out = run("remember", f"the secret is {marker}", "--user", "ada", store=store)
+    fid = out.stdout.strip()
+    run("remember", "keep this fact", "--user", "ada", store=store)
+    run("forget", fid, "--user", "ada", store=store)
+    assert run("compact", store=store).returncode == 0
+    assert json.loads(run("recall", "secret", "--user", "ada", "--json", store=store).stdout)[0]["text"] == "keep this fact"
+    for root, _, files in os.walk(store):
+        for f in files:
+            assert marker.encode() not in Path(root, f).read_bytes(), f
+
+
+def test_reembed_switches_the_model(store) -> None:
+    run("remember", "Linus cycles to work", "--user", "linus", store=store)
+    out = run("reembed", "--model", "hash-32", "--from", "hash-64", store=store)
+    assert out.returncode == 0, out.stderr
+    hits = json.loads(run("recall", "cycles", "--user", "linus", "--json", store=store, env={"EIDETICA_MODEL": "hash-32"}).stdout)
+    assert hits[0]["text"] == "Linus cycles to work"
+    assert run("recall", "x", store=store).returncode != 0  # the old model is refused now
+
+
+def test_demo_runs_and_reruns(tmp_path) -> None:
+    for _ in range(2):
+        out = run("demo", "--path", str(tmp_path / "demo"))
+        assert out.returncode == 0, out.stderr
+        assert "Rolling session summary" in out.stdout
+        assert "store statistics" in out.stdout

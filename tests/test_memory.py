@@ -1,0 +1,539 @@
+"""The agent-facing API end to end on the embedded LocalRuntime: real log, real indices."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+import threading
+import textwrap
+import time
+
+import pytest
+
+import eidetica
+from eidetica.actors import MemoryConfig, Summarizer
+from eidetica.errors import EmbeddingModelChanged, InvalidInput, NotFound, WrongExpectedVersion
+from eidetica.events.streams import facts_stream, summary_stream
+from eidetica.providers import HashEmbedder, OfflineLLM
+
+T0 = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.timezone.utc)
+
+
+class Clock:
+    """A settable clock so decay and schedules can be tested without waiting."""
+
+    def __init__(self, now: dt.datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """One small local Ray for the module's ray-parametrised tests (started on first use)."""
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, namespace="eidetica", log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(params=["local", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.ray])])
+def runtime(request) -> str:
+    """The behaviour suite runs on both runtimes."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_cluster")
+    return request.param
+
+
+@pytest.fixture
+def mem(tmp_path, clock, runtime):
+    m = eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock, runtime=runtime)
+    yield m
+    m.close()
+    if runtime == "ray":
+        from eidetica.actors.ray_runtime import shutdown_store
+
+        shutdown_store(m.path)
+
+
+def reopen(m, **kw):
+    path, clock, emb = m.path, m.clock, m.embedder
+    ray_mode = getattr(m.runtime, "key", None) is not None
+    m.close()
+    if ray_mode:
+        from eidetica.actors.ray_runtime import shutdown_store
+
+        shutdown_store(path)
+        time.sleep(1.0)  # the killed log actor releases its lock
+        return eidetica.open(path, embedder=HashEmbedder(dim=64), clock=clock, runtime="ray", **kw)
+    return eidetica.open(path, embedder=emb, clock=clock, **kw)
+
+
+# -- conversation memory ---------------------------------------------------------------
+def test_append_read_history_and_metadata(mem) -> None:
+    s = mem.session("s1", user="ada")
+    steps = {"steps": [{"tool": "search", "args": {"q": "x"}}]}
+    s.append("user", "hello there")
+    s.append("assistant", "hi, how can I help?", metadata=steps)
+    s.append("tool", "result: 42")
+    assert len(s) == 3
+    hist = s.history()
+    assert [m.role for m in hist] == ["user", "assistant", "tool"]
+    assert [m.sequence for m in hist] == [0, 1, 2]
+    assert hist[1].metadata == steps
+    assert [m.content for m in s.history(2)] == ["hi, how can I help?", "result: 42"]
+    assert [m.content for m in s.read()][-1] == "result: 42"
+
+
+def test_read_returns_the_last_n_within_budget(tmp_path, clock) -> None:
+    cfg = MemoryConfig(window=4, token_budget=10_000)
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32), clock=clock, config=cfg) as m:
+        s = m.session("s", user="u", strategy="sliding_window")
+        for i in range(10):
+            s.append("user" if i % 2 == 0 else "assistant", f"turn number {i}")
+        assert [x.content for x in s.read()] == [f"turn number {i}" for i in range(6, 10)]
+        assert len(s.read(strategy="simple")) == 10  # a per-run strategy overrides the handle's
+        tight = s.read(token_budget=4)
+        assert 1 <= len(tight) < 4
+
+
+def test_sequences_are_monotonic_and_repeats_rejected(mem) -> None:
+    s = mem.session("s1", user="ada")
+    s.append("user", "one", sequence=5)
+    with pytest.raises(InvalidInput) as ei:
+        s.append("user", "again", sequence=5)
+    assert ei.value.field == "sequence"
+    with pytest.raises(InvalidInput):
+        s.append("user", "older", sequence=3)
+    s.append("user", "next")
+    assert [m.sequence for m in s.history()] == [5, 6]
+
+
+@pytest.mark.parametrize(
+    "role,content,field",
+    [("wizard", "x", "role"), ("user", "", "content"), ("user", 5, "content"), ("user", "a\x00b", "content")],
+)
+def test_bad_messages_name_the_field_and_store_nothing(mem, role, content, field) -> None:
+    s = mem.session("s1", user="ada")
+    s.append("user", "keep me")
+    before = mem.log.head()
+    with pytest.raises(InvalidInput) as ei:
+        s.append(role, content)
+    assert ei.value.field == field
+    assert mem.log.head() == before
+    assert len(s) == 1
+
+
+def test_system_prompts_are_not_persisted(mem) -> None:
+    s = mem.session("s1", user="ada")
+    s.append("system", "You are terse.")
+    s.append("user", "hi")
+    assert [m.role for m in s.history()] == ["user"]
+    assert s.read()[0].role == "system" and s.read()[0].content == "You are terse."
+    m2 = reopen(mem)
+    assert [m.role for m in m2.session("s1", user="ada").read()] == ["user"]
+    m2.close()
+
+
+def test_appended_returns_only_this_runs_messages(mem) -> None:
+    s = mem.session("s1", user="ada")
+    s.append("user", "before")
+    run = mem.session("s1", user="ada")
+    run.append("assistant", "during 1")
+    run.append("user", "during 2")
+    assert [m.content for m in run.appended()] == ["during 1", "during 2"]
+
+
+def test_a_session_belongs_to_one_user(mem) -> None:
+    mem.session("s1", user="ada").append("user", "mine")
+    with pytest.raises(InvalidInput) as ei:
+        mem.session("s1", user="bob")
+    assert ei.value.field == "user"
+
+
+def test_restore_resumes_the_last_messages(tmp_path, clock) -> None:
+    cfg = MemoryConfig(restore_messages=5)
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32), clock=clock, config=cfg) as m:
+        s = m.session("s", user="u")
+        for i in range(12):
+            s.append("user", f"message {i}")
+        assert [x.content for x in s.restore()] == [f"message {i}" for i in range(7, 12)]
+        assert len(s.restore(token_budget=3)) == 1
+
+
+# -- rolling summaries -----------------------------------------------------------------
+def summarizing_config() -> MemoryConfig:
+    return MemoryConfig(window=4, token_budget=120, retain_recent=4, auto_extract=False)
+
+
+def test_rolling_summary_triggers_and_read_puts_it_first(tmp_path, clock) -> None:
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32), clock=clock, config=summarizing_config()) as m:
+        s = m.session("s", user="u")
+        for i in range(20):
+            s.append("user" if i % 2 == 0 else "assistant", f"We planned the trip to Kyoto, day {i}, visiting temple number {i}.")
+        assert s.summary() is not None
+        msgs = s.read()
+        assert msgs[0].role == "system" and msgs[0].content.startswith("Rolling session summary: ")
+        _, _, upto = s._actor.summary()
+        assert all(x.sequence > upto for x in msgs[1:])
+        assert len(s.history()) == 20  # summaries never drop stored history
+
+
+def test_summary_race_has_one_winner_per_epoch(tmp_path, clock) -> None:
+    class BarrierLLM(OfflineLLM):
+        """Both summarizers have read the same epoch before either commits."""
+
+        def __init__(self, barrier: threading.Barrier) -> None:
+            super().__init__()
+            self.barrier = barrier
+
+        def summarize(self, messages, *, target_tokens, previous_summary=""):
+            self.barrier.wait(timeout=30)
+            return super().summarize(messages, target_tokens=target_tokens, previous_summary=previous_summary)
+
+    cfg = MemoryConfig(window=4, token_budget=100_000, retain_recent=1, auto_extract=False, strategy="sliding_window")
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32), clock=clock, config=cfg) as m:
+        s = m.session("s", user="u")
+        barrier = threading.Barrier(2)
+        racers = [Summarizer(m.log, BarrierLLM(barrier), m.embedder, cfg) for _ in range(2)]
+        appended = 0
+        for epoch in range(100):
+            s.append("user", f"fact number {epoch} about the project")
+            s.append("assistant", f"noted {epoch}")
+            appended += 2
+            results = [None, None]
+
+            def run(k: int) -> None:
+                results[k] = racers[k].summarize(s._actor, force=True)
+
+            ts = [threading.Thread(target=run, args=(k,)) for k in range(2)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            assert sorted(r.committed for r in results) == [False, True], epoch
+        assert sum(r.committed for r in racers) == 100
+        assert sum(r.stale for r in racers) == 100
+        commits = [e for e in m.log.read_stream(summary_stream("default", "s")) if e.type == "SummaryCommitted"]
+        assert len(commits) == 100
+        assert len(s.history()) == appended
+
+
+# -- facts -----------------------------------------------------------------------------
+def test_remember_recall_render_and_list(mem) -> None:
+    fid = mem.remember("Ada is allergic to peanuts", category="Health", user="ada")
+    mem.remember("Ada lives in Lisbon", category="location", user="ada")
+    mem.remember("Bob likes jazz", user="bob")
+    hits = mem.recall("peanuts allergy", user="ada")
+    assert hits and hits[0].id == fid
+    assert all(h.kind == "fact" and h.user_id == "ada" for h in hits)
+    text = str(hits[0])
+    assert text.startswith("[Health | ") and text.endswith("]  Ada is allergic to peanuts")
+    assert {h.text for h in mem.list_memories(user="ada")} == {"Ada is allergic to peanuts", "Ada lives in Lisbon"}
+    assert [h.text for h in mem.list_memories(user="ada", category="location")] == ["Ada lives in Lisbon"]
+    assert [h.category for h in mem.recall("peanuts", user="ada", category="health")] == ["health"]
+
+
+def test_categories_are_sanitised(mem) -> None:
+    mem.remember("a", category="Food & Drink!", user="u")
+    mem.remember("b", category="Work_Life-2", user="u")
+    mem.remember("c", category="x" * 65, user="u")
+    cats = {h.text: h.category for h in mem.list_memories(user="u")}
+    assert cats == {"a": "general", "b": "work_life-2", "c": "general"}
+
+
+def test_reinforcement_raises_confidence_capped_at_one(mem) -> None:
+    fid = mem.remember("User prefers dark mode", user="u")
+    assert mem.remember("User prefers dark mode", user="u") == fid
+    [f] = mem.list_memories(user="u")
+    assert f.confidence == 1.0  # capped
+    for week in (1, 2, 3):
+        mem.sweep(T0 + dt.timedelta(days=8 * week))
+    assert mem.list_memories(user="u")[0].confidence == pytest.approx(0.95**3)
+    assert mem.remember("user prefers dark mode", user="u") == fid
+    assert mem.list_memories(user="u")[0].confidence == pytest.approx(0.95**3 + 0.1)
+
+
+def test_forget_and_forget_matching(mem) -> None:
+    a = mem.remember("Ada drinks coffee", user="ada")
+    mem.remember("Ada plays chess", user="ada")
+    mem.forget(a, user="ada")
+    assert [h.text for h in mem.list_memories(user="ada")] == ["Ada plays chess"]
+    assert all(h.id != a for h in mem.recall("coffee", user="ada"))
+    with pytest.raises(NotFound):
+        mem.forget(a, user="ada")
+    with pytest.raises(NotFound):
+        mem.forget("fact-nope", user="ada")
+    gone = mem.forget_matching("Ada plays chess", 0.9, user="ada")
+    assert len(gone) == 1 and mem.list_memories(user="ada") == []
+
+
+def test_decay_and_prune_run_on_the_sweep(mem, clock) -> None:
+    fid = mem.remember("Ada likes tea", user="ada")
+    clock.now = T0 + dt.timedelta(days=8)
+    assert mem.sweep()["decayed"] == 1
+    assert mem.list_memories(user="ada")[0].confidence == pytest.approx(0.95)
+    assert mem.sweep()["decayed"] == 0  # not again until another 7 days pass
+    cur = mem.runtime.curator("default", "ada")
+    for week in range(2, 40):
+        clock.now = T0 + dt.timedelta(days=8 * week)
+        mem.sweep()
+        if cur.facts[fid].status != "active":
+            break
+    assert cur.facts[fid].status == "pruned"
+    assert clock.now - T0 >= dt.timedelta(days=30)
+
+
+def test_max_memories_prunes_the_weakest(tmp_path, clock) -> None:
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), clock=clock, config=MemoryConfig(max_memories=3)) as m:
+        ids = [m.remember(f"distinct fact {w}", user="u") for w in ("alpha", "bravo", "charlie")]
+        m.runtime.curator("default", "u").facts[ids[1]].confidence = 0.4
+        m.remember("distinct fact delta", user="u")
+        assert {h.id for h in m.list_memories(user="u")} == {ids[0], ids[2]} | {
+            h.id for h in m.list_memories(user="u") if h.text == "distinct fact delta"
+        }
+        assert len(m.list_memories(user="u")) == 3
+
+
+def test_auto_extraction_from_user_messages(mem) -> None:
+    s = mem.session("s1", user="ada")
+    s.append("user", "I'm allergic to shellfish.", metadata={"turn": "D1:1"})
+    s.append("user", "thanks")
+    s.append("assistant", "I am a language model.")  # not the user's fact
+    facts = mem.list_memories(user="ada")
+    assert len(facts) == 1 and "shellfish" in facts[0].text
+    assert facts[0].metadata["sources"][0]["turn"] == "D1:1"
+    hits = mem.recall("shellfish", user="ada")
+    assert hits[0].metadata["sources"][0]["session_id"] == "s1"
+
+
+def test_a_failing_llm_never_loses_the_message_and_is_retried(tmp_path, clock) -> None:
+    class Flaky(OfflineLLM):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down = True
+
+        def extract_facts(self, text):
+            if self.down:
+                from eidetica.errors import ProviderError
+
+                raise ProviderError("provider down")
+            return super().extract_facts(text)
+
+    llm = Flaky()
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), llm=llm, clock=clock) as m:
+        s = m.session("s", user="u")
+        s.append("user", "I live in Porto.")
+        assert [x.content for x in s.history()] == ["I live in Porto."]
+        assert m.list_memories(user="u") == [] and m.extraction_failures == 1
+        llm.down = False
+        assert m.sweep()["extracted"] == 1
+        assert "Porto" in m.list_memories(user="u")[0].text
+        assert m.sweep()["extracted"] == 0  # never extracted twice
+
+
+def test_curator_serializes_concurrent_writers(tmp_path, clock) -> None:
+    base = ["the user lives in Paris", "the user works at Acme", "the user likes jazz", "the user has a cat", "the user drinks tea"]
+    inputs = [(i, base[i % 5] + ("" if i % 3 else " ")) for i in range(50)]
+    with eidetica.open(tmp_path / "a", embedder=HashEmbedder(dim=64), clock=clock, config=MemoryConfig(auto_extract=False)) as m:
+        chunks = [inputs[k::8] for k in range(8)]
+
+        def work(items):
+            cur = m.runtime.curator("default", "u")
+            for i, text in items:
+                cur.remember(text, sources=[{"i": i}])
+
+        ts = [threading.Thread(target=work, args=(c,)) for c in chunks]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        order = []
+        for rec in m.log.read_stream(facts_stream("default", "u")):
+            ev = rec.decode()
+            if rec.type in ("FactAsserted", "FactReinforced"):
+                order += [s["i"] for s in ev.sources]
+        assert sorted(order) == list(range(50))  # every call landed exactly once
+        concurrent = sorted((f.content, round(f.confidence, 6)) for f in m.runtime.curator("default", "u").active())
+    with eidetica.open(tmp_path / "b", embedder=HashEmbedder(dim=64), clock=clock, config=MemoryConfig(auto_extract=False)) as m2:
+        text = dict(inputs)
+        for i in order:
+            m2.remember(text[i], user="u")
+        sequential = sorted((f.content, round(f.confidence, 6)) for f in m2.runtime.curator("default", "u").active())
+    assert concurrent == sequential
+    assert len({c for c, _ in concurrent}) == len(concurrent)  # no duplicate facts
+
+
+# -- notes, search, context --------------------------------------------------------------
+def test_notes_store_delete_and_update(mem) -> None:
+    nid = mem.store_note("Ada's flight lands at 10:40 on Friday", user="ada")
+    assert nid.startswith("note-")
+    assert "flight" in mem.context("flight", user="ada")
+    mem.delete_note(nid, user="ada")
+    with pytest.raises(NotFound):
+        mem.delete_note(nid, user="ada")
+    with pytest.raises(NotFound):
+        mem.delete_note(mem.store_note("x", user="ada"), user="bob")
+    assert "flight" not in mem.context("flight", user="ada")
+
+
+def test_cross_thread_search_excludes_the_current_session(mem) -> None:
+    mem.session("trip", user="ada").append("user", "Book the ryokan in Kyoto for April")
+    mem.session("work", user="ada").append("user", "The Kyoto offsite budget is approved")
+    mem.session("other", user="bob").append("user", "Kyoto ryokan for Bob")
+    hits = mem.search("Kyoto ryokan", user="ada", min_score=0.0)
+    assert {h.session_id for h in hits} == {"trip", "work"}
+    hits = mem.search("Kyoto ryokan", user="ada", exclude_session="trip", min_score=0.0)
+    assert {h.session_id for h in hits} == {"work"}
+    assert hits[0].metadata["role"] == "user"
+
+
+def test_context_block(mem) -> None:
+    mem.remember("Ada is vegetarian", category="food", user="ada")
+    mem.store_note("Ada asked for a window seat", user="ada")
+    block = mem.context("what should Ada eat", user="ada")
+    assert block.startswith("## Relevant Memory")
+    assert "vegetarian" in block and "[Food | " in block
+    small = mem.context("what should Ada eat", user="ada", max_tokens=12)
+    assert len(small) < len(block)
+    with pytest.raises(InvalidInput):
+        mem.context("x", user="ada", max_tokens=0)
+
+
+# -- sessions ------------------------------------------------------------------------------
+def test_list_and_forget_sessions(mem, clock) -> None:
+    mem.session("old", user="ada").append("user", "old secret plan")
+    clock.now += dt.timedelta(hours=1)
+    mem.session("new", user="ada").append("user", "new plan")
+    assert [s.session_id for s in mem.list_sessions(user="ada")] == ["new", "old"]
+    mem.forget_session("old")
+    assert [s.session_id for s in mem.list_sessions(user="ada")] == ["new"]
+    assert all(h.session_id != "old" for h in mem.search("secret plan", user="ada", min_score=0.0))
+    with pytest.raises(NotFound):
+        mem.forget_session("nope")
+
+
+def test_max_sessions_prunes_the_oldest(tmp_path, clock) -> None:
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32), clock=clock, config=MemoryConfig(max_sessions=2)) as m:
+        for k in range(4):
+            clock.now += dt.timedelta(minutes=1)
+            m.session(f"s{k}", user="u").append("user", f"hello {k}")
+        assert [s.session_id for s in m.list_sessions()] == ["s3", "s2"]
+
+
+def test_forget_user_removes_everything_of_that_user(mem) -> None:
+    mem.session("s", user="ada").append("user", "ada private message")
+    mem.remember("ada private fact", user="ada")
+    mem.store_note("ada private note", user="ada")
+    mem.remember("bob fact", user="bob")
+    mem.forget_user("ada")
+    assert mem.list_memories(user="ada") == []
+    assert mem.recall("private", user="ada") == []
+    assert mem.search("private", user="ada", min_score=0.0) == []
+    assert mem.list_sessions(user="ada") == []
+    assert [h.text for h in mem.list_memories(user="bob")] == ["bob fact"]
+
+
+# -- schedules -----------------------------------------------------------------------------
+def test_schedules_lifecycle(mem, clock) -> None:
+    sch = mem.schedules
+    daily = sch.create("water plants", "cron", "0 9 * * *", user="ada", timezone="Europe/Lisbon", payload={"msg": "water"})
+    once = sch.create("call mum", "once", (T0 + dt.timedelta(hours=2)).isoformat(), user="ada")
+    every = sch.create("sync inbox", "interval", 600, user="bob")
+    assert sch.count() == 3 and sch.count(user="ada") == 2
+    assert sch.get(daily.id).next_run_at == dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.timezone.utc) + dt.timedelta(days=1)
+    assert [s.id for s in sch.search("water", user="ada")] == [daily.id]
+    clock.now = T0 + dt.timedelta(hours=3)
+    due = sch.due(clock.now)
+    assert {s.id for s in due} == {once.id, every.id}
+    sch.record_run(once.id, {"status": "ok", "result": "called"})
+    assert sch.get(once.id).next_run_at is None and not sch.get(once.id).enabled
+    sch.record_run(every.id, "ok")
+    assert sch.get(every.id).next_run_at == clock.now + dt.timedelta(seconds=600)
+    sch.update(every.id, expression=3600)
+    assert sch.get(every.id).expression == "3600"
+    sch.delete(daily.id)
+    with pytest.raises(NotFound):
+        sch.get(daily.id)
+    m2 = reopen(mem)
+    assert m2.schedules.count() == 2
+    assert m2.schedules.get(every.id).runs[-1]["status"] == "ok"
+    m2.close()
+
+
+@pytest.mark.parametrize(
+    "cadence,expr,tz,field",
+    [
+        ("cron", "61 * * * *", "UTC", "expression"),
+        ("once", "2020-01-01T00:00:00+00:00", "UTC", "expression"),
+        ("interval", "5", "UTC", "expression"),
+        ("weekly", "x", "UTC", "cadence"),
+        ("cron", "0 9 * * *", "Mars/Olympus", "timezone"),
+    ],
+)
+def test_schedule_validation(mem, cadence, expr, tz, field) -> None:
+    with pytest.raises(InvalidInput) as ei:
+        mem.schedules.create("x", cadence, expr, user="u", timezone=tz)
+    assert ei.value.field == field
+    assert mem.schedules.count() == 0
+
+
+# -- restart, model identity, runtime ---------------------------------------------------------
+def test_restart_gives_identical_results(mem) -> None:
+    s = mem.session("s1", user="ada")
+    for i in range(15):
+        s.append("user", f"I like hiking trail {i}" if i % 3 == 0 else f"message {i} about the weekend")
+    mem.remember("Ada owns a red bicycle", category="possessions", user="ada")
+    before = ([m.content for m in s.read()], [(h.id, h.score) for h in mem.recall("bicycle", user="ada")],
+              [(h.id, h.confidence) for h in mem.list_memories(user="ada")])
+    m2 = reopen(mem)
+    s2 = m2.session("s1", user="ada")
+    after = ([m.content for m in s2.read()], [(h.id, h.score) for h in m2.recall("bicycle", user="ada")],
+             [(h.id, h.confidence) for h in m2.list_memories(user="ada")])
+    assert after == before
+    m2.close()
+
+
+def test_opening_with_another_embedder_is_refused(tmp_path) -> None:
+    eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)).close()
+    with pytest.raises(EmbeddingModelChanged) as ei:
+        eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32))
+    assert "reembed" in str(ei.value)
+    eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)).close()  # and the lock was released
+
+
+def test_local_runtime_imports_no_ray(tmp_path) -> None:
+    code = textwrap.dedent(f"""
+        import sys, eidetica
+        from eidetica.providers import HashEmbedder
+        with eidetica.open({str(tmp_path / 's')!r}, embedder=HashEmbedder(dim=16)) as m:
+            m.session("s", user="u").append("user", "hello")
+            m.recall("hello", user="u")
+        print("ray" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_bad_arguments_are_clear(mem) -> None:
+    with pytest.raises(InvalidInput) as ei:
+        mem.recall("x", user="")
+    assert ei.value.field == "user"
+    with pytest.raises(InvalidInput) as ei:
+        mem.recall("x", top_k=0, user="u")
+    assert ei.value.field == "top_k"
+    with pytest.raises(InvalidInput) as ei:
+        mem.session("s", user="u", strategy="magic")
+    assert ei.value.field == "strategy"
+    with pytest.raises(InvalidInput):
+        eidetica.open(mem.path / "other", runtime="cloud")

@@ -1,0 +1,100 @@
+"""Crash test: SIGKILL a process that projects an ArrowLog into a ChunkIndex, again and again.
+
+The child is this file run as a script (``python tests/test_projections_crash.py child ...``),
+started with subprocess (spawn, never fork: lancedb). On restart it resumes from its
+checkpoint; at the end its rows must equal a clean rebuild's, with no duplicates.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+if __package__:
+    from .contracts.projection import DIM, Workload
+else:  # run as the crash child
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from tests.contracts.projection import DIM, Workload
+
+from eidetica.events import ArrowLog
+from eidetica.projections import ChunkIndex, Projector
+
+pytestmark = [pytest.mark.slow, pytest.mark.crash]
+ANN_THRESHOLD = 120
+
+
+def child(log_path: str, idx_path: str, seed: int, compact: bool) -> None:
+    """Project the log (small batches, ANN and optimize along the way), maybe compact, report."""
+    rng = random.Random(seed)
+    log = ArrowLog(log_path, readonly=True)
+    idx = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD, optimize_every=rng.randint(2, 6))
+    pj = Projector(log, [idx], batch_size=rng.randint(3, 25))
+    print("READY", flush=True)
+    pj.catch_up()
+    pj.maintain(force=True)
+    if compact:
+        idx.compact()
+    print("DONE", idx.count(), flush=True)
+    idx.close()
+    log.close()
+
+
+def _run(args: list[str], kill_after: float | None) -> str:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "child", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert first.startswith("READY"), first
+    if kill_after is not None:
+        time.sleep(kill_after)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    out = first + proc.stdout.read()
+    proc.wait()
+    return out
+
+
+def test_sigkill_while_projecting_converges_to_a_clean_rebuild(tmp_path) -> None:
+    log_path, idx_path = str(tmp_path / "log"), str(tmp_path / "idx")
+    w = Workload(seed=31, users=3, sessions=2, messages=5)
+    cuts = [0, len(w.appends) // 3, 2 * len(w.appends) // 3, len(w.appends)]
+    rng = random.Random(2026)
+    killed = 0
+    rounds = 10
+    for rnd in range(rounds):
+        part = min(rnd // 4, 2)
+        if rnd in (0, 4, 8):  # the log grows between some rounds, as a live store's would
+            with ArrowLog(log_path, partitions=2) as log:
+                w.append_to(log, cuts[part], cuts[part + 1])
+        out = _run([log_path, idx_path, str(rnd), str(int(rng.random() < 0.3))], kill_after=rng.uniform(0.0, 0.7))
+        killed += "DONE" not in out
+    assert killed >= rounds // 2, "the kills should mostly land mid-work"
+    out = _run([log_path, idx_path, "99", "0"], kill_after=None)  # let it finish
+    assert "DONE" in out
+
+    with ArrowLog(log_path, readonly=True) as log:
+        recovered = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD)
+        clean = ChunkIndex(tmp_path / "clean", dim=DIM, ann_threshold=ANN_THRESHOLD)
+        try:
+            assert recovered.checkpoint() == {p: log.head(p) for p in range(log.partitions) if log.head(p)}
+            Projector(log, [clean]).rebuild()
+            a, b = recovered.snapshot(), clean.snapshot()
+            assert a["lance_duplicates"] == 0 and a["text_duplicates"] == 0
+            assert a["lance"] == a["text"], "the two engines diverged"
+            assert a["lance"] == b["lance"] and len(a["lance"]) > 100
+            for q in w.queries(40, seed=3):
+                assert [h.id for h in recovered.search(**q)] == [h.id for h in clean.search(**q)]
+        finally:
+            recovered.close()
+            clean.close()
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "child":
+    child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1")

@@ -1,0 +1,396 @@
+"""Embedders: conformance for every implementation, plus the local model's numerics and semantics."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eidetica.errors import DimensionMismatch, InvalidInput, ProviderError
+from eidetica.providers import (
+    Embedder,
+    HashEmbedder,
+    LocalEmbedder,
+    OpenAIEmbedder,
+    SentenceTransformerEmbedder,
+    check_vectors,
+    default_embedder,
+    default_model_path,
+)
+
+from .contracts.embedder import EmbedderConformance, cos
+from .openai_server import FakeOpenAI
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    with FakeOpenAI() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    # Weights are loaded once per process and shared by every LocalEmbedder instance.
+    return default_embedder()
+
+
+# --- conformance --------------------------------------------------------------------------------
+
+
+class TestHashEmbedderConformance(EmbedderConformance):
+    def make_embedder(self) -> Embedder:
+        return HashEmbedder(dim=384, cache_size=0)
+
+
+class TestLocalEmbedderConformance(EmbedderConformance):
+    def make_embedder(self) -> Embedder:
+        return LocalEmbedder(cache_size=0)
+
+
+class TestLocalEmbedderCachedConformance(EmbedderConformance):
+    """The same contract with the cache on: cached answers must be indistinguishable."""
+
+    def make_embedder(self) -> Embedder:
+        return LocalEmbedder()
+
+
+class TestOpenAIEmbedderConformance(EmbedderConformance):
+    @pytest.fixture(autouse=True)
+    def _server(self, server: FakeOpenAI) -> None:
+        self.server = server
+
+    def make_embedder(self) -> Embedder:
+        return OpenAIEmbedder("text-embedding-3-small", base_url=self.server.base_url, dimensions=256, cache_size=0, backoff=0.01)
+
+
+# --- the local model: numerics ---------------------------------------------------------------------
+
+# Published outputs of sentence-transformers for all-MiniLM-L6-v2, computed by torch:
+# - "hello world"[:5], as pinned in fastembed's tests (CANONICAL_VECTOR_VALUES);
+# - the cosine matrix of the sentence-transformers quickstart (sbert.net, model card).
+HELLO_WORLD_FIRST5 = np.array([-0.034478, 0.03102, 0.00673, 0.02611, -0.039362])
+QUICKSTART = ["The weather is lovely today.", "It's so sunny outside!", "He drove to the stadium."]
+QUICKSTART_SIMS = {(0, 1): 0.6660, (0, 2): 0.1046, (1, 2): 0.1411}
+
+
+def test_matches_published_sentence_transformers_values(local: LocalEmbedder) -> None:
+    v = local.embed(["hello world", "flag embedding"])
+    np.testing.assert_allclose(v[0, :5], HELLO_WORLD_FIRST5, atol=2e-5)
+    s = local.embed(QUICKSTART)
+    for (i, j), expected in QUICKSTART_SIMS.items():
+        assert abs(cos(s[i], s[j]) - expected) < 1e-4, (i, j)
+
+
+def _wordpiece(text: str, vocab: dict[str, int]) -> list[int]:
+    """BERT uncased tokenisation written from the paper's description, for plain ASCII text."""
+    words: list[str] = []
+    for chunk in text.lower().split():
+        cur = ""
+        for ch in chunk:
+            if not ch.isalnum():
+                if cur:
+                    words.append(cur)
+                words.append(ch)
+                cur = ""
+            else:
+                cur += ch
+        if cur:
+            words.append(cur)
+    ids = [vocab["[CLS]"]]
+    for w in words:
+        start = 0
+        while start < len(w):
+            end = len(w)
+            while end > start:
+                piece = w[start:end] if start == 0 else "##" + w[start:end]
+                if piece in vocab:
+                    ids.append(vocab[piece])
+                    break
+                end -= 1
+            else:
+                ids.append(vocab["[UNK]"])
+                break
+            start = end
+    ids.append(vocab["[SEP]"])
+    return ids
+
+
+def _reference_embedding(ids: list[int], w: dict[str, np.ndarray], cfg: dict) -> np.ndarray:
+    """One text, float64, no batching or padding, head by head, exact erf GELU."""
+    H = cfg["num_attention_heads"]
+    hid = cfg["hidden_size"]
+    d = hid // H
+    eps = cfg["layer_norm_eps"]
+
+    def ln(x: np.ndarray, name: str) -> np.ndarray:
+        mu = x.mean(-1, keepdims=True)
+        sd = np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
+        return (x - mu) / sd * w[name + ".weight"] + w[name + ".bias"]
+
+    def dense(x: np.ndarray, name: str) -> np.ndarray:
+        return x @ w[name + ".weight"].T + w[name + ".bias"]
+
+    erf = np.vectorize(math.erf)
+    n = len(ids)
+    x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:n]
+    x = ln(x + w["embeddings.token_type_embeddings.weight"][0], "embeddings.LayerNorm")
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"encoder.layer.{layer}."
+        q, k, v = (dense(x, p + f"attention.self.{m}") for m in ("query", "key", "value"))
+        heads = []
+        for h in range(H):
+            sl = slice(h * d, (h + 1) * d)
+            scores = q[:, sl] @ k[:, sl].T / math.sqrt(d)
+            probs = np.exp(scores - scores.max(1, keepdims=True))
+            probs /= probs.sum(1, keepdims=True)
+            heads.append(probs @ v[:, sl])
+        x = ln(dense(np.concatenate(heads, 1), p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
+        inner = dense(x, p + "intermediate.dense")
+        inner = 0.5 * inner * (1.0 + erf(inner / math.sqrt(2.0)))
+        x = ln(dense(inner, p + "output.dense") + x, p + "output.LayerNorm")
+    pooled = x.mean(0)
+    return pooled / np.linalg.norm(pooled)
+
+
+def test_numpy_forward_matches_an_independent_float64_reference(local: LocalEmbedder) -> None:
+    from safetensors.numpy import load_file
+
+    path = default_model_path()
+    cfg = json.loads((path / "config.json").read_text())
+    vocab = {tok: i for i, tok in enumerate((path / "vocab.txt").read_text(encoding="utf-8").splitlines())}
+    weights = {k: v.astype(np.float64) for k, v in load_file(str(path / "model.safetensors")).items()}
+    texts = [
+        "I live in Paris.",
+        "My home is in Paris, near the river!",
+        "Unbelievably, the quarterly earnings report was postponed again; analysts were unimpressed.",
+        "ok",
+    ]
+    for t in texts:
+        assert local.tokenize([t])[0] == _wordpiece(t, vocab), t
+    # A mixed-length batch exercises padding, masking and the length sort.
+    got = LocalEmbedder(cache_size=0).embed(texts)
+    for t, row in zip(texts, got):
+        ref = _reference_embedding(_wordpiece(t, vocab), weights, cfg)
+        np.testing.assert_allclose(row, ref, atol=2e-6, err_msg=t)
+
+
+def test_semantic_sanity_paraphrase_beats_unrelated_by_a_wide_margin(local: LocalEmbedder) -> None:
+    v = local.embed(
+        [
+            "I live in Paris",
+            "My home is in Paris",
+            "The stock market fell today",
+            "I am allergic to peanuts",
+            "Peanuts make me sick",
+            "I work as a nurse",
+            "My job is caring for patients in a hospital",
+        ]
+    )
+    paraphrase = cos(v[0], v[1])
+    unrelated = cos(v[0], v[2])
+    assert paraphrase > 0.7
+    assert unrelated < 0.2
+    assert paraphrase - unrelated > 0.5
+    assert cos(v[3], v[4]) > cos(v[3], v[2]) + 0.4
+    # Meaning without shared words: the hash embedder cannot do this.
+    assert cos(v[5], v[6]) > cos(v[5], v[2]) + 0.3
+
+
+def test_truncates_at_the_model_limit(local: LocalEmbedder) -> None:
+    assert local.max_tokens == 256
+    base = "the quick brown fox jumps over the lazy dog " * 60
+    ids = local.tokenize([base])[0]
+    assert len(ids) == 256
+    # Text after the 256th token cannot change the vector.
+    a, b = LocalEmbedder(cache_size=0).embed([base + "tail one", base + "a different ending entirely"])
+    np.testing.assert_allclose(a, b, atol=1e-6)
+    short = local.tokenize(["hello world"])[0]
+    assert len(short) == 4  # no fixed padding to 128 from the bundled tokenizer.json
+
+
+def test_long_and_short_texts_in_one_batch_match_one_by_one(local: LocalEmbedder) -> None:
+    texts = ["word " * n for n in (1, 300, 2, 120, 40, 255, 7)]
+    together = LocalEmbedder(cache_size=0, batch_size=4).embed(texts)
+    single = np.stack([LocalEmbedder(cache_size=0).embed([t])[0] for t in texts])
+    np.testing.assert_allclose(together, single, atol=1e-5)
+
+
+def test_identity(local: LocalEmbedder) -> None:
+    assert local.model_id == "sentence-transformers/all-MiniLM-L6-v2"
+    assert local.dim == 384
+    assert default_embedder() is default_embedder()
+    # Every instance shares one copy of the weights.
+    assert LocalEmbedder()._model is local._model
+
+
+def test_cache_never_embeds_the_same_text_twice() -> None:
+    e = LocalEmbedder(cache_size=100)
+    e.embed(["alpha", "beta", "alpha"])
+    info = e.cache_info()
+    assert (info.misses, info.hits, info.size) == (2, 0, 2)
+    e.embed(["beta", "gamma"])
+    info = e.cache_info()
+    assert (info.misses, info.hits, info.size) == (3, 1, 3)
+    e.cache_clear()
+    assert e.cache_info() == (0, 0, 0, 100)
+
+
+def test_cache_is_lru_and_bounded() -> None:
+    e = HashEmbedder(dim=32, cache_size=2)
+    e.embed(["a"])
+    e.embed(["b"])
+    e.embed(["a"])  # a is now most recent
+    e.embed(["c"])  # evicts b
+    before = e.cache_info().misses
+    e.embed(["a", "c"])
+    assert e.cache_info().misses == before
+    e.embed(["b"])
+    assert e.cache_info().misses == before + 1
+    assert e.cache_info().size == 2
+
+
+def test_concurrent_use_from_threads() -> None:
+    e = LocalEmbedder(cache_size=0)
+    texts = [f"thread safety sentence number {i}" for i in range(12)]
+    expected = e.embed(texts)
+    results: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(e.embed(texts))
+        except BaseException as ex:  # pragma: no cover - surfaced below
+            errors.append(ex)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for r in results:
+        np.testing.assert_allclose(r, expected, atol=1e-6)
+
+
+def test_bad_model_path_is_a_provider_error(tmp_path: Path) -> None:
+    with pytest.raises(ProviderError):
+        LocalEmbedder(tmp_path)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(InvalidInput):
+        LocalEmbedder(batch_size=0)
+    with pytest.raises(InvalidInput):
+        HashEmbedder(dim=1)
+    with pytest.raises(InvalidInput):
+        HashEmbedder(cache_size=-1)
+
+
+# --- optional torch path ---------------------------------------------------------------------------
+
+
+def _torch_available() -> bool:
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _torch_available(), reason="sentence-transformers/torch not installed (eidetica[torch])")
+def test_sentence_transformers_matches_numpy(local: LocalEmbedder) -> None:
+    st = SentenceTransformerEmbedder(cache_size=0)
+    texts = QUICKSTART + ["hello world", "word " * 300]
+    np.testing.assert_allclose(st.embed(texts), local.embed(texts), atol=1e-5)
+    assert st.model_id == local.model_id and st.dim == local.dim
+
+
+@pytest.mark.skipif(_torch_available(), reason="only meaningful without torch")
+def test_sentence_transformers_missing_is_a_clear_error() -> None:
+    with pytest.raises(ProviderError, match=r"eidetica\[torch\]"):
+        SentenceTransformerEmbedder()
+
+
+# --- HashEmbedder ------------------------------------------------------------------------------------
+
+
+def test_hash_embedder_identity_and_lexical_similarity() -> None:
+    e = HashEmbedder(dim=128)
+    assert e.model_id == "hash-128" and e.dim == 128
+    v = e.embed(["I live in Paris", "My home is in Paris", "The stock market fell today"])
+    assert cos(v[0], v[1]) > cos(v[0], v[2]) + 0.2
+    # Case and punctuation do not matter; word order barely does.
+    a, b = e.embed(["Paris, I live in!", "i live in paris"])
+    assert cos(a, b) > 0.999
+
+
+def test_hash_embedder_is_stable_across_processes() -> None:
+    code = "from eidetica.providers import HashEmbedder; print(repr(HashEmbedder(16).embed(['stable across runs']).tolist()))"
+    outs = set()
+    for seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        outs.add(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
+    assert len(outs) == 1
+    np.testing.assert_allclose(np.array(json.loads(outs.pop())), HashEmbedder(16).embed(["stable across runs"]), atol=1e-7)
+
+
+# --- check_vectors -----------------------------------------------------------------------------------
+
+
+def test_check_vectors() -> None:
+    ok = check_vectors([[1, 0, 0], [0, 1, 0]], 3)
+    assert ok.dtype == np.float32 and ok.shape == (2, 3) and ok.flags.c_contiguous
+    assert check_vectors(np.ones(3), 3).shape == (1, 3)
+    assert check_vectors(np.zeros((0, 3)), 3).shape == (0, 3)
+    with pytest.raises(DimensionMismatch) as e:
+        check_vectors(np.ones((2, 5)), 3)
+    assert (e.value.expected, e.value.actual) == (3, 5)
+    with pytest.raises(DimensionMismatch):
+        check_vectors(np.ones(4), 3)
+    with pytest.raises(InvalidInput):
+        check_vectors(np.ones((2, 2, 3)), 3)
+    with pytest.raises(InvalidInput):
+        check_vectors([[np.nan, 0, 0]], 3)
+
+
+# --- package boundaries -------------------------------------------------------------------------------
+
+
+def test_providers_import_nothing_from_projections_or_actors() -> None:
+    pkg = ROOT / "src" / "eidetica" / "providers"
+    for path in pkg.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                names = [("." * node.level) + (node.module or "")]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                assert "projections" not in name and "actors" not in name, f"{path.name} imports {name}"
+
+
+def test_importing_providers_is_light() -> None:
+    # Load the providers package under a bare parent package, so whatever eidetica/__init__.py
+    # imports does not count: only the providers' own imports are measured.
+    code = (
+        "import sys, types; "
+        f"pkg = types.ModuleType('eidetica'); pkg.__path__ = [{str(ROOT / 'src' / 'eidetica')!r}]; "
+        "sys.modules['eidetica'] = pkg; "
+        "import eidetica.providers; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'sentence_transformers', 'openai') "
+        "or m.startswith(('eidetica.projections', 'eidetica.actors', 'eidetica.memory'))); "
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"

@@ -1,0 +1,182 @@
+"""Fleet mode on a real Ray cluster (head + worker node on loopback)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+ray = pytest.importorskip("ray")
+
+import eidetica  # noqa: E402
+from eidetica.actors import MemoryConfig  # noqa: E402
+from eidetica.actors.ray_runtime import ActorHost, shutdown_store, store_key  # noqa: E402
+from eidetica.events import ArrowLog  # noqa: E402
+from eidetica.events.streams import session_stream, summary_stream  # noqa: E402
+from eidetica.providers import HashEmbedder  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A head node and one worker node, small, on 127.0.0.1."""
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    worker = c.add_node(num_cpus=1, resources={"worker": 1})
+    ray.init(address=c.address, namespace="eidetica", log_to_driver=False)
+    yield c, worker
+    ray.shutdown()
+    c.shutdown()
+
+
+def open_store(path, tenant="default", **kw):
+    """A store on the cluster with a cheap deterministic embedder."""
+    return eidetica.open(path, tenant=tenant, runtime="ray", embedder=HashEmbedder(dim=64), **kw)
+
+
+def test_fleet_of_agents(cluster, tmp_path) -> None:
+    path = tmp_path / "fleet"
+    agents = 20
+    errors: list[BaseException] = []
+    mems = [open_store(path, tenant=f"agent{k}", config=MemoryConfig(auto_extract=False)) for k in range(agents)]
+
+    def agent(k: int) -> None:
+        try:
+            m = mems[k]
+            s = m.session(f"conv{k}", user=f"user{k}", buffer=10)
+            for i in range(50):
+                s.append("user" if i % 2 == 0 else "assistant", f"agent {k} message {i}")
+            s.flush()
+            m.remember(f"agent {k} favourite number is {k * 7}", user=f"user{k}")
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=agent, args=(k,)) for k in range(agents)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    log = mems[0].log
+    types = [e.type for p in range(log.partitions) for e in log.read(partition=p)]
+    assert types.count("MessageAppended") == agents * 50
+    for k in (0, 7, 19):
+        evs = log.read_stream(session_stream(f"agent{k}", f"conv{k}"))
+        seqs = [e.decode().sequence for e in evs if e.type == "MessageAppended"]
+        assert seqs == list(range(50))
+        hits = mems[k].recall("favourite number", user=f"user{k}")
+        assert hits and hits[0].text == f"agent {k} favourite number is {k * 7}"
+        assert all(h.user_id == f"user{k}" for h in hits)
+        for other in (1, 2):
+            assert mems[k].recall(f"agent {other}", user=f"user{other}") == [] or k == other
+    for m in mems:
+        m.close()
+    shutdown_store(path)
+
+
+def test_faults_lose_nothing(cluster, tmp_path) -> None:
+    _, worker = cluster
+    path = tmp_path / "faults"
+    m = open_store(path, config=MemoryConfig(auto_extract=False))
+    s = m.session("s", user="u")
+    sent = 0
+    for i in range(20):
+        s.append("user", f"before {i}")
+        sent += 1
+    key = store_key(path)
+    session_actor = ray.get_actor(f"eidetica:{key}:session:default:s")
+    log_actor = ray.get_actor(f"eidetica:{key}:log")
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def writer() -> None:
+        nonlocal sent
+        try:
+            while not stop.is_set() and sent < 200:
+                s.append("user", f"during {sent}")
+                sent += 1
+        except BaseException as e:  # pragma: no cover
+            errors.append(e)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    time.sleep(0.5)
+    ray.kill(session_actor, no_restart=False)  # restarted by Ray, rebuilt from the log
+    time.sleep(0.5)
+    ray.kill(log_actor, no_restart=False)  # the writer of the log itself
+    time.sleep(0.5)
+    cluster[0].remove_node(worker)  # a whole node goes away
+    t.join(timeout=300)
+    stop.set()
+    assert not errors, errors
+    cluster[0].add_node(num_cpus=1, resources={"worker": 1})
+    history = s.history()
+    contents = [x.content for x in history]
+    assert len(contents) == sent, "an acknowledged message was lost or duplicated"
+    assert len(set(contents)) == len(contents)
+    assert [x.sequence for x in history] == list(range(sent))
+    m.close()
+    shutdown_store(path)
+    with ArrowLog(path / "log", readonly=True) as log:  # state equals a replay of the log
+        replayed = [e.decode().content for e in log.read_stream(session_stream("default", "s")) if e.type == "MessageAppended"]
+    assert replayed == contents
+
+
+def test_summarizers_on_different_nodes_commit_once_per_epoch(cluster, tmp_path) -> None:
+    path = tmp_path / "race"
+    cfg = MemoryConfig(window=2, token_budget=100_000, retain_recent=1, auto_extract=False, strategy="sliding_window")
+    m = open_store(path, config=cfg)
+    s = m.session("s", user="u")
+    runtime = m.runtime
+    from eidetica.actors.ray_runtime import ACTOR_OPTIONS, RemoteActor
+    from eidetica.actors import Summarizer
+
+    def host(resources):
+        h = ActorHost.options(resources=resources, **ACTOR_OPTIONS).remote(
+            "summarizer", runtime.log, runtime.embedder, runtime.llm, cfg, ()
+        )
+        return RemoteActor(h, Summarizer)
+
+    a, b = host({"worker": 0.1}), host({})
+    committed = 0
+    for epoch in range(10):
+        s.append("user", f"topic {epoch} was discussed at length")
+        s.append("assistant", f"summary material {epoch}")
+        refs = [x._handle.call.remote("summarize", s._actor, force=True) for x in (a, b)]
+        results = ray.get(refs)
+        assert any(r.committed for r in results)
+        committed += sum(r.committed for r in results)
+    commits = [e for e in m.log.read_stream(summary_stream("default", "s")) if e.type == "SummaryCommitted"]
+    assert len(commits) == committed
+    epochs = [e.decode().epoch for e in commits]
+    assert len(epochs) == len(set(epochs)), "two summaries committed for the same epoch"
+    assert len(s.history()) == 20
+    m.close()
+    shutdown_store(path)
+
+
+def test_replay_on_a_new_cluster_gives_identical_results(cluster, tmp_path) -> None:
+    path = tmp_path / "replay"
+    m = open_store(path)
+    s = m.session("s", user="u")
+    for i in range(30):
+        s.append("user", f"I like topic {i}" if i % 4 == 0 else f"we talked about subject {i}")
+    m.remember("the user prefers tea over coffee", user="u")
+    queries = ["topic", "tea", "subject 7", "coffee preferences"]
+    before = [[h.id for h in m.search(q, user="u", min_score=0.0)] + [h.id for h in m.recall(q, user="u")] for q in queries]
+    m.close()
+    shutdown_store(path)
+    import shutil
+
+    shutil.rmtree(path / "index")
+    m2 = open_store(path)
+    m2.rebuild()
+    after = [[h.id for h in m2.search(q, user="u", min_score=0.0)] + [h.id for h in m2.recall(q, user="u")] for q in queries]
+    assert after == before
+    m2.close()
+    shutdown_store(path)
