@@ -189,7 +189,10 @@ class FactCurator:
         request_id: str = "",
     ) -> str:
         best, sim = self._nearest(vector)
-        if best is not None and sim >= self.config.reinforce_threshold:
+        # A near-duplicate that states a different value ("booked for April" -> "for May")
+        # is an update, not a restatement: embeddings score such pairs very high.
+        conflict = best is not None and sim >= self.config.supersede_threshold and self.llm.contradicts(best.content, content)
+        if best is not None and sim >= self.config.reinforce_threshold and not conflict:
             conf = min(1.0, round(best.confidence + self.config.reinforce_step, 6))
             self._commit([(FactReinforced(fact_id=best.fact_id, confidence=conf, sources=sources, request_id=request_id), time)])
             return best.fact_id
@@ -219,12 +222,8 @@ class FactCurator:
                 time,
             ),
         ]
-        if (
-            best is not None
-            and self.config.supersede_threshold <= sim < self.config.reinforce_threshold
-            and self.llm.contradicts(best.content, content)
-        ):
-            events.append((FactSuperseded(fact_id=best.fact_id, by=fact_id), time))
+        if conflict:
+            events.append((FactSuperseded(fact_id=best.fact_id, by=fact_id), time))  # type: ignore[union-attr]
         self._commit(events)
         self._enforce_cap()
         return fact_id

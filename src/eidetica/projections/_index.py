@@ -225,8 +225,9 @@ class ChunkIndex(Projection):
     Files under ``path``: ``lance/`` (the ``chunks`` table), ``text/`` (Tantivy generations),
     ``marks.jsonl`` (deletes and confidence changes), ``checkpoint.json``, ``meta.json``.
     ``ann_threshold``: rows from which an IVF_FLAT index is built (retrained after 4x
-    growth); ``optimize_every``: write batches between LanceDB ``optimize()`` runs (idle
-    ``maintain()`` also optimizes, at most every ``maintain_interval`` seconds);
+    growth); ``optimize_every``: write batches between checks whether LanceDB
+    ``optimize()`` pays off (many small fragments or unindexed rows; idle ``maintain()``
+    checks too, at most every ``maintain_interval`` seconds);
     ``cleanup_after``: age of old table versions ``optimize()`` deletes; ``ann``: overrides
     of ``ANN_DEFAULTS`` (partitions, sample rate, iterations, nprobes).
     """
@@ -271,6 +272,7 @@ class ChunkIndex(Projection):
         self._lance = LanceChunks(os.path.join(self.path, "lance"), dim, ann)
         if self._lance.stored_dim() != dim:
             raise DimensionMismatch(self._lance.stored_dim(), dim)
+        self._lance.ann_parts = int(self._meta.get("ann_partitions", 0))
         self._text = TantivyChunks(os.path.join(self.path, "text"))
         self._marks = _Marks(os.path.join(self.path, "marks.jsonl"))
         self._ckpt_path = os.path.join(self.path, "checkpoint.json")
@@ -331,8 +333,8 @@ class ChunkIndex(Projection):
                 self._text.rollback()
                 raise
             self._writes += 1
-            if self._writes >= self.optimize_every:
-                self._maintain()
+            if self._writes % self.optimize_every == 0:
+                self._maintain_if_needed()
 
     def _fold(self, b: _Batch, rec: RecordedEvent, e: ev.Event) -> None:
         tenant, etime = rec.tenant, to_us(rec.time)
@@ -423,14 +425,30 @@ class ChunkIndex(Projection):
 
     # -- maintenance -------------------------------------------------------------------
     def maintain(self, force: bool = False) -> None:
-        """Build/retrain the ANN index past its thresholds and optimize, if anything was written.
+        """Build/retrain the ANN index past its thresholds and optimize, when it pays off.
 
-        Rate-limited to once per ``maintain_interval`` seconds unless ``force`` (or
-        ``optimize_every`` write batches have accumulated, which ``apply`` handles itself).
+        Unless ``force``: at most once per ``maintain_interval`` seconds, and only when the
+        table has many small fragments, many rows outside the ANN index, or needs its ANN
+        index (re)built (``apply`` runs the same check every ``optimize_every`` batches).
         """
         with self._lock:
-            if self._writes and (force or time.monotonic() - self._last_maintain >= self.maintain_interval):
+            if not self._writes:
+                return
+            if force:
                 self._maintain()
+            elif time.monotonic() - self._last_maintain >= self.maintain_interval:
+                self._maintain_if_needed()
+
+    def _ann_due(self, n: int) -> bool:
+        ann_rows = int(self._meta.get("ann_rows", 0))
+        return n >= self.ann_threshold and (
+            not self._lance.has_ann() or n >= ann_rows * float(self._lance.ann["retrain_growth"]))
+
+    def _maintain_if_needed(self) -> None:
+        if self._ann_due(self._lance.count()) or self._lance.needs_optimize():
+            self._maintain()
+        else:
+            self._last_maintain = time.monotonic()
 
     def optimize(self, cleanup_older_than: dt.timedelta | None = None) -> None:
         """Compact fragments, fold new rows into the indexes and drop old versions now."""
@@ -443,11 +461,8 @@ class ChunkIndex(Projection):
             self._lance.ensure_scalar_indexes()
         # compact first, so a new ANN index is trained on the final fragments (no remap)
         self._lance.optimize(self.cleanup_after if cleanup is None else cleanup)
-        ann_rows = int(self._meta.get("ann_rows", 0))
-        if n >= self.ann_threshold and (
-            not self._lance.has_ann() or n >= ann_rows * float(self._lance.ann["retrain_growth"])
-        ):
-            self._lance.build_ann(n)
+        if self._ann_due(n):
+            self._meta["ann_partitions"] = self._lance.build_ann(n)
             self._meta["ann_rows"] = n
             atomic_write_json(self._meta_path, self._meta)
         self._text.gc()
@@ -538,15 +553,18 @@ class ChunkIndex(Projection):
         # engines break ties by physical row order, which differs between an incremental
         # build and a rebuild; this keeps the candidate lists (and so the fusion) identical.
         fetch = n + max(8, n // 4)
+        # A user- or session-scoped query admits few rows: an exact search over the (indexed)
+        # prefilter beats probing ANN partitions that mostly hold other users' rows.
+        narrow = user_id is not None or session_id is not None
         terms = analyze(text) if (text is not None and mode != "vector") else []
         vec_hits: list[tuple[str, float]] = []
         txt_hits: list[tuple[float, Row]] = []
         if mode == "hybrid" and terms:
-            fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch)
+            fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow)
             txt_hits = self._text.search(f, terms, fetch)
             vec_hits = fut.result()
         elif mode in ("hybrid", "vector"):
-            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch)
+            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow)
         else:
             txt_hits = self._text.search(f, terms, fetch)
         vec_hits = sorted(vec_hits, key=lambda h: (h[1], h[0]))[:n]

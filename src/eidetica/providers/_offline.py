@@ -30,7 +30,8 @@ budget is small, and cannot notice that a new message corrects the previous summ
 
 ``statements_conflict`` (``OfflineLLM.contradicts``) recognises single-valued slots (where
 one lives, works, job, age, name, marital status, "my X is ..."), an added or removed
-negation of the same statement, and opposite preferences about the same thing. It misses
+negation of the same statement, opposite preferences about the same thing, and the same
+statement frame with changed numbers or dates ("booked for 8 April" -> "booked for 10 May"). It misses
 conflicts that need world knowledge ("I'm vegetarian" vs "I had steak") or paraphrase.
 """
 
@@ -509,7 +510,25 @@ def statements_conflict(old: str, new: str) -> bool:
         if a_neg != b_neg and same:
             return True
         return not a_neg and not b_neg and bool(sa[1]) and bool(sb[1]) and not same
-    return False
+    return _changed_values(a_core, b_core)
+
+
+_VALUE = re.compile(
+    r"\d+(?:[.:]\d+)?|january|february|march|april|may|june|july|august|september|october|november|december|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+)
+_WORD = re.compile(r"[a-z']+|\d+(?:[.:]\d+)?")
+
+
+def _changed_values(a: str, b: str) -> bool:
+    """Same statement frame, different numbers or dates: an update ("booked for 8 April" -> "10 May")."""
+    va, vb = set(_VALUE.findall(a)), set(_VALUE.findall(b))
+    if not va or not vb or va == vb:
+        return False
+    wa = {w for w in _WORD.findall(a) if w not in va}
+    wb = {w for w in _WORD.findall(b) if w not in vb}
+    union = wa | wb
+    return bool(union) and len(wa & wb) / len(union) >= 0.6
 
 
 class OfflineLLM(LLM):
