@@ -55,9 +55,10 @@ def run_demo(path: Path, embedder: Any, console: Console) -> dict[str, float]:
                         ][len(handle):])
                         ingested += len(sess["messages"])
                     bar.advance(task, len(sess["messages"]))
-                existing = {h.text for h in m.list_memories(user=user, limit=1000)}
+                # every fact ever stored (superseded ones too): a re-run must not replay old values
+                known = {f.content for f in m.state.facts(sample["tenant"], user, include_inactive=True)}
                 for content, category in data["facts"]:
-                    if content not in existing:
+                    if content not in known:
                         m.remember(content, category, user=user)
                 if not any(True for _ in m.state.notes(sample["tenant"], user)):
                     for note in data["notes"]:
@@ -96,13 +97,13 @@ def run_demo(path: Path, embedder: Any, console: Console) -> dict[str, float]:
         console.print(Panel(escape(ctx), title="context(): ready for a system prompt", expand=False))
 
         t = time.perf_counter()
-        hist = Table(title="facts that changed: superseded, with their history")
+        hist = Table(title="facts that changed: reinforced or superseded, with their history")
         hist.add_column("fact")
         hist.add_column("status")
         hist.add_column("history")
         for user in sample["users"]:
             for f in m.state.facts(sample["tenant"], user, include_inactive=True):
-                if f.status == "superseded" or f.confidence < 1.0 or len(m.state.fact_history(sample["tenant"], f.fact_id)) > 2:
+                if f.status == "superseded" or len(m.state.fact_history(sample["tenant"], f.fact_id)) > 1:
                     events = m.state.fact_history(sample["tenant"], f.fact_id)
                     hist.add_row(escape(f"{user}: {f.content}"), f.status,
                                  escape("\n".join(f"{when:%Y-%m-%d} {kind} {detail}" for when, kind, detail in events)))
