@@ -84,6 +84,10 @@ class _ModelView(Projection):
         """Drop the wrapped index."""
         self.index.reset()
 
+    def maintain(self, force: bool = False) -> None:
+        """Optimize the wrapped index (ANN build, fragment compaction) when due, or now."""
+        self.index.maintain(force)
+
     def close(self) -> None:
         """Close the wrapped index."""
         self.index.close()

@@ -296,6 +296,8 @@ class LanceChunks:
             # index was left behind otherwise); safe because this process is the only
             # writer and holds the write lock.
             self.table.optimize(cleanup_older_than=cleanup_older_than, delete_unverified=full)
+            if full:  # optimize() prunes before it rewrites the indexes: prune what that left
+                self.table.optimize(cleanup_older_than=cleanup_older_than, delete_unverified=True)
 
     def rewrite(self) -> None:
         """Rewrite every live row into fresh data files and drop all old versions.
