@@ -62,6 +62,7 @@ def floor_rate(d: str, batches: list[list[NewEvent]], budget_s: float) -> float:
     fd = os.open(os.path.join(d, "floor.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         def one(i: int, b: list[NewEvent]) -> None:
+            """Write and sync batch i."""
             os.write(fd, blobs[i])
             os.fdatasync(fd)
 
@@ -94,6 +95,7 @@ def sqlite_rate(d: str, batches: list[list[NewEvent]], budget_s: float) -> float
     rows = [[(e.event_id.bytes, f"session:bench:s{i % 64}", e.type, e.payload) for e in b] for i, b in enumerate(batches)]
 
     def one(i: int, b: list[NewEvent]) -> None:
+        """Insert batch i in one transaction."""
         con.execute("BEGIN")
         con.executemany("INSERT INTO events (event_id, stream, type, payload) VALUES (?,?,?,?)", rows[i])
         con.execute("COMMIT")

@@ -18,6 +18,8 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -35,23 +37,35 @@ TIMEOUT_S = 3 * 3600  # one benchmark; the LoCoMo evaluation takes the longest
 
 
 def run_one(name: str, cmd: list[str], timeout: float = TIMEOUT_S) -> dict[str, Any]:
-    """Run one benchmark command, echo its output, and return its record (result or error)."""
+    """Run one benchmark command, echo its output live, and return its record (result or error)."""
     print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     t = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env)
-        rc, out, err = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired as e:
+    lines: list[str] = []
+    with tempfile.TemporaryFile(mode="w+") as errf:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, text=True, cwd=REPO, env=env)
+        timer = threading.Timer(timeout, proc.kill)  # the child only: never anything it did not start
+        timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                line = line.rstrip("\n")
+                if lines:
+                    print(f"   {lines[-1]}", flush=True)  # the last line is the JSON result: not echoed
+                lines.append(line)
+            rc = proc.wait()
+        finally:
+            timed_out = not timer.is_alive() and proc.returncode is not None and proc.returncode < 0
+            timer.cancel()
+        errf.seek(0)
+        err = errf.read()
+    if timed_out:
         rc = None
-        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-        err = (e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")) + f"\ntimed out after {timeout:.0f} s"
+        err += f"\ntimed out after {timeout:.0f} s"
     seconds = round(time.perf_counter() - t, 1)
-    lines = out.strip().splitlines()
-    for line in lines[:-1]:
-        print(f"   {line}", flush=True)
+    lines = [ln for ln in lines if ln.strip()]
     record: dict[str, Any] = {"command": cmd[1:], "returncode": rc, "seconds": seconds,
-                              "stdout_tail": lines[-40:-1], "stderr_tail": err.strip().splitlines()[-25:]}
+                              "stdout_tail": lines[-40:-1], "stderr_tail": [ln for ln in err.strip().splitlines() if ln.strip()][-25:]}
     result = None
     if lines:
         try:
@@ -64,6 +78,9 @@ def run_one(name: str, cmd: list[str], timeout: float = TIMEOUT_S) -> dict[str, 
     else:
         why = "timed out" if rc is None else f"exit code {rc}" if rc != 0 else "last line is not a JSON object"
         record["error"] = why
+        record["stdout_tail"] = lines[-40:]
+        if lines and not isinstance(result, dict):
+            print(f"   {lines[-1]}", flush=True)
         print(f"   FAILED ({why}) after {seconds} s", flush=True)
         for line in record["stderr_tail"][-10:]:
             print(f"   ! {line}", flush=True)
@@ -110,27 +127,33 @@ def main(argv: list[str] | None = None) -> int:
         data = saved
     else:
         data = {"machine": _report.machine(), "quick": args.quick, "benchmarks": dict(saved.get("benchmarks", {}))}
+        if args.only and saved.get("machine"):  # a partial re-run: keep the full run's description, note the update
+            now = data["machine"]
+            data["machine"] = dict(saved["machine"], updated=f"{now['date']}: re-ran {', '.join(args.only)}",
+                                   commit=saved["machine"].get("commit", "?"))
+            data["quick"] = saved.get("quick", False) or args.quick
         started = time.perf_counter()
         cmds = bench_commands(args.quick)
         names = [*cmds, "eval_locomo"]
         for name in names:
             if name in args.skip or (args.only and name not in args.only):
                 continue
+            at = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
             if name == "eval_locomo":
                 data_dir = Path(args.data)
                 if not data_dir.is_dir() or not any(data_dir.glob("*.json")):
                     data["benchmarks"][name] = {"error": f"LoCoMo data not found at {data_dir}", "returncode": None,
                                                 "seconds": 0, "command": [], "stdout_tail": [], "stderr_tail": []}
                     print(f"== eval_locomo: MISSING data at {data_dir}", flush=True)
-                    continue
-                data["benchmarks"][name] = run_one(name, locomo_command(data_dir, args.quick))
+                else:
+                    data["benchmarks"][name] = run_one(name, locomo_command(data_dir, args.quick))
             else:
                 runs = [run_one(name if len(cmds[name]) == 1 else f"{name} ({i + 1}/{len(cmds[name])})", c)
                         for i, c in enumerate(cmds[name])]
                 data["benchmarks"][name] = runs[0] if len(runs) == 1 else _report.merge_runs(name, runs)
-        # A saved result of a script that no longer exists is not reported as current.
-        known = set(names)
-        data["benchmarks"] = {k: v for k, v in data["benchmarks"].items() if k in known}
+            data["benchmarks"][name].update(at=at, quick=args.quick)
+        # Canonical order; a saved result of a script that no longer exists is dropped.
+        data["benchmarks"] = {k: data["benchmarks"][k] for k in names if k in data["benchmarks"]}
         data["total_seconds"] = round(time.perf_counter() - started, 1)
         RESULTS.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     plots = _report.make_plots(data, DOCS)
