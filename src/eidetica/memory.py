@@ -274,7 +274,13 @@ class Memory:
         if self._closed:
             raise InvalidInput("memory", "is closed")
         with self._qlock:
-            self.projector.catch_up()
+            applied = self.projector.catch_up()
+            if applied and applied >= 5_000:
+                # a bulk load: fold the new rows into the ANN and scalar indexes before
+                # answering, or scoped queries scan hundreds of unindexed fragments
+                self.projector.maintain(force=True)
+            elif applied:
+                self.projector.maintain()
 
     # -- sessions --------------------------------------------------------------------
     def session(
