@@ -180,3 +180,26 @@ def test_replay_on_a_new_cluster_gives_identical_results(cluster, tmp_path) -> N
     assert after == before
     m2.close()
     shutdown_store(path)
+
+
+def test_idle_session_actors_retire_and_come_back(cluster, tmp_path) -> None:
+    path = tmp_path / "idle"
+    m = open_store(path, idle_seconds=1.0, config=MemoryConfig(auto_extract=False))
+    s = m.session("s", user="u")
+    s.append("user", "before retirement")
+    name = f"eidetica:{store_key(path)}:session:default:s"
+    ray.get_actor(name)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            ray.get_actor(name)
+        except ValueError:
+            break  # retired by the janitor
+        time.sleep(0.5)
+    else:
+        pytest.fail("the idle session actor was never retired")
+    s.append("user", "after retirement")  # comes back on demand, rebuilt from the log
+    assert [x.content for x in s.history()] == ["before retirement", "after retirement"]
+    assert [x.sequence for x in s.history()] == [0, 1]
+    m.close()
+    shutdown_store(path)

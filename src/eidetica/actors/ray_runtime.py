@@ -197,24 +197,46 @@ class ActorHost:
 
 
 class RemoteActor:
-    """A local stand-in for a hosted actor: methods become remote calls, attributes remote reads."""
+    """A local stand-in for a hosted actor: methods become remote calls, attributes remote reads.
 
-    def __init__(self, handle: Any, cls: type) -> None:
+    When its actor was retired (idle) or is gone for good, the next call re-creates it by
+    name through ``factory`` (the new actor rebuilds its state from the log) and retries.
+    """
+
+    def __init__(self, handle: Any, cls: type, factory: Callable[[], Any] | None = None) -> None:
         object.__setattr__(self, "_handle", handle)
         object.__setattr__(self, "_cls", cls)
+        object.__setattr__(self, "_factory", factory)
+        object.__setattr__(self, "_retired", False)
         object.__setattr__(self, "last_used", time.monotonic())
 
+    def _call(self, fn: Callable[[Any], Any]) -> Any:
+        if self._retired and self._factory is not None:
+            object.__setattr__(self, "_handle", self._factory())
+            object.__setattr__(self, "_retired", False)
+        for attempt in range(40):
+            object.__setattr__(self, "last_used", time.monotonic())  # busy: not idle
+            try:
+                return fn(self._handle)
+            except ray.exceptions.ActorDiedError:
+                if self._factory is None or attempt == 39:
+                    raise
+                # a killed actor frees its name asynchronously: until then get_if_exists
+                # may hand back the dying one, so back off and ask again
+                time.sleep(min(0.05 * (attempt + 1), 0.5))
+                object.__setattr__(self, "_handle", self._factory())
+        raise AssertionError("unreachable")
+
     def __getattr__(self, name: str) -> Any:
-        object.__setattr__(self, "last_used", time.monotonic())
         if callable(getattr(self._cls, name, None)):
-            return lambda *a, **k: _get(self._handle.call.remote(name, *a, **k))
-        return _get(self._handle.get.remote(name))
+            return lambda *a, **k: self._call(lambda h: _get(h.call.remote(name, *a, **k)))
+        return self._call(lambda h: _get(h.get.remote(name)))
 
     def __setattr__(self, name: str, value: Any) -> None:
         pass  # the hosted actor owns its state; the runtime passes what it needs at creation
 
     def __len__(self) -> int:
-        return _get(self._handle.call.remote("__len__"))
+        return self._call(lambda h: _get(h.call.remote("__len__")))
 
     def __getstate__(self) -> tuple[Any, type]:
         return self._handle, self._cls  # so a proxy can be passed to another actor
@@ -222,6 +244,8 @@ class RemoteActor:
     def __setstate__(self, state: tuple[Any, type]) -> None:
         object.__setattr__(self, "_handle", state[0])
         object.__setattr__(self, "_cls", state[1])
+        object.__setattr__(self, "_factory", None)
+        object.__setattr__(self, "_retired", False)
         object.__setattr__(self, "last_used", time.monotonic())
 
 
@@ -299,6 +323,17 @@ class RayRuntime(Runtime):
         self._lock = threading.Lock()
         self._proxies: dict[tuple[str, ...], RemoteActor] = {}
         self._summarizer: RemoteActor | None = None
+        self._stop = threading.Event()
+        # idle session actors are retired in the background; they come back on demand
+        self._janitor = threading.Thread(target=self._retire_loop, name="eidetica-retire", daemon=True)
+        self._janitor.start()
+
+    def _retire_loop(self) -> None:
+        while not self._stop.wait(max(0.5, min(60.0, self.idle_seconds / 4))):
+            try:
+                self.retire_idle()
+            except Exception:  # noqa: BLE001 - a cluster hiccup must not kill the janitor
+                pass
 
     def _actor(self, kind: str, cls: type, ident: tuple[str, ...], args: tuple) -> Any:
         key = (kind, *ident)
@@ -306,10 +341,13 @@ class RayRuntime(Runtime):
             proxy = self._proxies.get(key)
             if proxy is None:
                 name = ":".join(("eidetica", self.key, kind, *ident))
-                handle = ActorHost.options(name=name, get_if_exists=True, **ACTOR_OPTIONS).remote(
-                    kind, self.log, self.embedder, self.llm, self.config, args, self.clock
-                )
-                proxy = self._proxies[key] = RemoteActor(handle, cls)
+
+                def make() -> Any:
+                    return ActorHost.options(name=name, get_if_exists=True, **ACTOR_OPTIONS).remote(
+                        kind, self.log, self.embedder, self.llm, self.config, args, self.clock
+                    )
+
+                proxy = self._proxies[key] = RemoteActor(make(), cls, make)
             return proxy
 
     def session(self, tenant: str, session_id: str, user_id: str) -> Any:
@@ -332,9 +370,15 @@ class RayRuntime(Runtime):
         """Kill session actors idle for longer than ``idle_seconds``; they come back on demand."""
         now = time.monotonic()
         with self._lock:
-            idle = [k for k, p in self._proxies.items() if k[0] == "session" and now - p.last_used > self.idle_seconds]
-            for k in idle:
-                ray.kill(self._proxies.pop(k)._handle, no_restart=True)
+            idle = [
+                p for k, p in self._proxies.items()
+                if k[0] == "session" and not p._retired and now - p.last_used > self.idle_seconds
+            ]
+            for p in idle:
+                # the proxy stays: a SessionHandle may still hold it, and its next call
+                # re-creates the actor by name (rebuilt from the log)
+                ray.kill(p._handle, no_restart=True)
+                object.__setattr__(p, "_retired", True)
         return len(idle)
 
     def drop_session(self, tenant: str, session_id: str) -> None:
@@ -343,7 +387,8 @@ class RayRuntime(Runtime):
             self._proxies.pop(("session", tenant, session_id), None)
 
     def close(self) -> None:
-        """Drop proxies; the named actors stay up for other clients of the store."""
+        """Stop the janitor and drop proxies; the named actors stay up for other clients of the store."""
+        self._stop.set()
         with self._lock:
             self._proxies.clear()
 
