@@ -177,14 +177,17 @@ def main() -> None:
             sqlites.append(sqlite_round(d, batches))
             print(f"round {r}: floor {floors[-1]:,.0f}  arrowlog {arrows[-1]:,.0f}  sqlite {sqlites[-1]:,.0f} events/s", flush=True)
         singles = [e for b in make_batches(single_n // BATCH + 1) for e in b][:single_n]
-        conc = concurrent_single(d, singles)
-        naive = naive_single(d, singles[:naive_n])
-        raw = raw_fsync_single(d, singles[:naive_n])
-        print(
-            f"16 threads single-event appends {conc:,.0f}/s; naive loop (append + fsync each) {naive:,.0f}/s; "
-            f"raw os.write + fdatasync per event {raw:,.0f}/s",
-            flush=True,
-        )
+        concs, naives, raws = [], [], []
+        for r in range(rounds):  # interleaved too: the ratio compares like with like
+            concs.append(concurrent_single(d, singles))
+            naives.append(naive_single(d, singles[:naive_n]))
+            raws.append(raw_fsync_single(d, singles[:naive_n]))
+            print(
+                f"round {r}: 16 threads single-event appends {concs[-1]:,.0f}/s; naive loop (append + fsync each) "
+                f"{naives[-1]:,.0f}/s; raw os.write + fdatasync per event {raws[-1]:,.0f}/s",
+                flush=True,
+            )
+        conc, naive, raw = statistics.median(concs), statistics.median(naives), statistics.median(raws)
         rep, n = replay(d)
         print(f"replay {n:,} events with payload decode: {rep:,.0f}/s", flush=True)
         result = {

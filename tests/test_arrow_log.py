@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 
 import pyarrow as pa
 import pytest
@@ -40,6 +41,27 @@ def test_reopen_keeps_events_versions_and_idempotency(tmp_path) -> None:
         assert log.append("a", evs, NO_STREAM) == (0, 2)  # a retry after restart: no-op
         assert log.append("a", [msg(3)], 2) == (3, 3)
         assert log.head() == 4
+
+
+def test_fsync_batch_syncs_in_the_background(tmp_path, monkeypatch) -> None:
+    # fsync='batch' acknowledges before the fsync; a background flush follows within
+    # fsync_interval, and close() flushes what is left
+    synced: list[int] = []
+    real = ArrowLog._sync
+    monkeypatch.setattr(ArrowLog, "_sync", lambda self, p: (synced.append(p), real(self, p))[1])
+    log = ArrowLog(tmp_path / "log", fsync="batch", fsync_interval=0.02)
+    log.append("a", [msg(0)])
+    deadline = time.monotonic() + 5
+    while not synced and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert synced == [0]
+    time.sleep(0.1)
+    assert synced == [0]  # nothing written since: no more fsyncs
+    log.append("a", [msg(1)])
+    log.close()
+    assert len(synced) == 2
+    with ArrowLog(tmp_path / "log") as again:
+        assert [e.version for e in again.read_stream("a")] == [0, 1]
 
 
 def test_segments_are_plain_arrow_ipc_streams(tmp_path) -> None:

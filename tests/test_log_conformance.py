@@ -26,6 +26,10 @@ class TestArrowLog(LogConformance):
         self.n += 1
         return ArrowLog(self.tmp / f"log{self.n}", **kw)
 
+    def reopen(self, log: EventLog) -> EventLog | None:
+        assert isinstance(log, ArrowLog)
+        return ArrowLog(log.path)
+
 
 class TestArrowLogBatchFsync(TestArrowLog):
     def make_log(self, **kw: Any) -> EventLog:

@@ -200,6 +200,99 @@ class LogConformance:
         for p in range(log.partitions):
             assert [e.offset for e in log.read(partition=p)] == list(range(log.head(p)))
 
+    def test_concurrent_appenders_share_commits(self, log: EventLog) -> None:
+        # group commit: 16 threads appending one event per call produce far fewer batches
+        # (one write + fsync each) than calls; a commit per call would make them equal
+        if getattr(log, "fsync", None) != "always":
+            pytest.skip("commits are shared to save fsyncs: only logs that fsync every commit group them")
+
+        def work(k: int) -> None:
+            for i in range(20):
+                log.append(f"g{k}", [msg(i, tenant=str(k))])
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(16)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        batches = sum(1 for p in range(log.partitions) for _ in log.read_batches(partition=p))
+        assert sum(log.head(p) for p in range(log.partitions)) == 320
+        assert batches < 320 * 0.75
+
+    def test_a_failing_request_does_not_fail_its_group(self, log: EventLog) -> None:
+        # requests committed together are judged one by one: a stale expected_version or
+        # a partial re-append fails alone, the others in the same commit succeed
+        log.append("base", [msg(0)])
+        seen = msg(1)
+        log.append("seen", [seen])
+        barrier = threading.Barrier(12)
+        out: dict[int, object] = {}
+
+        def work(k: int) -> None:
+            barrier.wait()
+            try:
+                if k == 0:
+                    out[k] = log.append("base", [msg(2)], 5)
+                elif k == 1:
+                    out[k] = log.append("seen", [seen, msg(3)])
+                else:
+                    out[k] = log.append(f"ok{k}", [msg(10 + k)], NO_STREAM)
+            except Exception as e:  # noqa: BLE001 - checked below
+                out[k] = e
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(12)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert isinstance(out[0], WrongExpectedVersion)
+        assert isinstance(out[1], InvalidInput)
+        assert all(isinstance(out[k], tuple) for k in range(2, 12))
+        assert log.stream_version("base") == 0 and log.stream_version("seen") == 0
+        assert all(log.stream_version(f"ok{k}") == 0 for k in range(2, 12))
+
+    def test_close_answers_every_appender(self) -> None:
+        # appends racing close() either succeed (and stay readable) or fail with
+        # InvalidInput; none hangs and none is half-written
+        log = self.make_log()
+        acked: list[tuple[str, int]] = []
+        failed: list[BaseException] = []
+        started = threading.Barrier(9)
+
+        def work(k: int) -> None:
+            started.wait()
+            for i in range(1000):
+                try:
+                    log.append(f"c{k}", [msg(i)])
+                    acked.append((f"c{k}", i))
+                except InvalidInput as e:
+                    failed.append(e)
+                    return
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in ts:
+            t.start()
+        started.wait()
+        while len(acked) < 40:
+            threading.Event().wait(0.001)
+        log.close()
+        for t in ts:
+            t.join(timeout=30)
+        assert not any(t.is_alive() for t in ts)
+        assert all("closed" in str(e) for e in failed)
+        log = self.reopen(log)
+        try:
+            if log is not None:
+                for k in range(8):
+                    assert len(log.read_stream(f"c{k}")) == sum(1 for s, _ in acked if s == f"c{k}")
+        finally:
+            if log is not None:
+                log.close()
+
+    def reopen(self, log: EventLog) -> EventLog | None:
+        """The same log opened anew, or None when it does not outlive close()."""
+        return None
+
     def test_optimistic_concurrency_has_one_winner(self, log: EventLog) -> None:
         log.append("a", [msg(0)])
         results: list[str] = []

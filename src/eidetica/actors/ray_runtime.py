@@ -2,9 +2,8 @@
 
 Topology (all named, so every client of a store finds the same actors):
 
-- ``LogActor``: owns the store's ``ArrowLog`` (the single writer; its partitions each keep
-  one writer thread inside it, so concurrent callers still share fsyncs). Threaded, so
-  group commit works across Ray calls.
+- ``LogActor``: owns the store's ``ArrowLog`` (the single writer). Threaded, so concurrent
+  Ray calls become concurrent appenders and share fsyncs through the log's group commit.
 - ``EmbedderActor``: holds the embedding model once for the whole fleet.
 - ``ViewsActor``: the projections (state folds, LanceDB + Tantivy) and the projector.
 - one ``ActorHost`` per active session (a ``SessionActor``), per user (``FactCurator`` and

@@ -156,8 +156,8 @@ class ArrowLog(BatchLog):
         segment_bytes: int = 64 * 1024 * 1024,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         readonly: bool = False,
-        commit_delay: float = 0.002,
         fsync_interval: float = 0.05,
+        commit_delay: float = 0.002,
     ) -> None:
         self.path = os.fspath(path)
         self.readonly = readonly
@@ -172,8 +172,8 @@ class ArrowLog(BatchLog):
             partitions=stored or partitions or 1,
             fsync=fsync,
             max_payload_bytes=max_payload_bytes,
-            commit_delay=commit_delay,
             fsync_interval=fsync_interval,
+            commit_delay=commit_delay,
         )
         self._open: dict[int, _Segment] = {}
         if not readonly:
@@ -328,7 +328,7 @@ class ArrowLog(BatchLog):
         finally:
             os.close(seg.fd)
 
-    def _writer_closed(self, partition: int) -> None:
+    def _close_partition(self, partition: int) -> None:
         self._finish(partition)
 
     # -- reading ---------------------------------------------------------------------
@@ -406,6 +406,7 @@ class ArrowLog(BatchLog):
         self._parts = [type(self._parts[0])(i) for i in range(self.partitions)]
         for p in range(self.partitions):
             self._recover(p)
+        self._flusher_stop.clear()
         return {"redacted": redacted, "segments_rewritten": rewritten, "bytes_before": before, "bytes_after": self.disk_bytes()}
 
     def close(self) -> None:

@@ -122,21 +122,30 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 def validate_append(
     stream: object, events: object, expected_version: object, max_payload_bytes: int
-) -> list[NewEvent]:
-    """Check an append's arguments, raising ``InvalidInput`` that names the bad field."""
-    if not isinstance(stream, str) or not stream.strip():
-        raise InvalidInput("stream", "must be a non-empty string", stream)
+) -> tuple[list[NewEvent], list[int]]:
+    """Check an append's arguments (``InvalidInput`` names the bad field); returns the events and their id ints."""
+    if type(stream) is not str or not stream.strip():
+        if not isinstance(stream, str) or not stream.strip():
+            raise InvalidInput("stream", "must be a non-empty string", stream)
     if len(stream) > 1024 or "\x00" in stream:
         raise InvalidInput("stream", "must be at most 1024 characters without NUL", stream)
-    if isinstance(expected_version, bool) or not isinstance(expected_version, int):
-        raise InvalidInput("expected_version", "must be an int or ANY/NO_STREAM/STREAM_EXISTS")
+    if type(expected_version) is not int:
+        if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+            raise InvalidInput("expected_version", "must be an int or ANY/NO_STREAM/STREAM_EXISTS")
     if expected_version < 0 and expected_version not in (ANY, NO_STREAM, STREAM_EXISTS):
         raise InvalidInput("expected_version", f"{expected_version} is not a version or a constant")
-    if isinstance(events, (NewEvent, str, bytes)) or not isinstance(events, Sequence):
+    if type(events) is not list and (isinstance(events, (NewEvent, str, bytes)) or not isinstance(events, Sequence)):
         raise InvalidInput("events", "must be a list of NewEvent")
-    evs = list(events)
+    evs: list[NewEvent] = list(events)  # type: ignore[call-overload]  # a copy: the caller may reuse its list
     if not evs:
         raise InvalidInput("events", "must not be empty")
+    if len(evs) == 1:
+        ev = evs[0]
+        if type(ev) is not NewEvent:
+            raise InvalidInput("events[0]", f"must be a NewEvent, not {type(ev).__name__}")
+        if len(ev.payload) > max_payload_bytes:
+            raise InvalidInput("events[0].payload", f"is {len(ev.payload)} bytes, over the limit of {max_payload_bytes}")
+        return evs, [ev.event_id.int]
     if {type(e) for e in evs} != {NewEvent}:
         for i, ev in enumerate(evs):
             if type(ev) is not NewEvent:
@@ -147,13 +156,14 @@ def validate_append(
                 raise InvalidInput(
                     f"events[{i}].payload", f"is {len(ev.payload)} bytes, over the limit of {max_payload_bytes}"
                 )
-    if len({e.event_id.int for e in evs}) != len(evs):
+    keys = [e.event_id.int for e in evs]
+    if len(set(keys)) != len(keys):
         seen: set[int] = set()
-        for i, ev in enumerate(evs):
-            if ev.event_id.int in seen:
+        for i, k in enumerate(keys):
+            if k in seen:
                 raise InvalidInput(f"events[{i}].event_id", "is repeated within the append")
-            seen.add(ev.event_id.int)
-    return evs
+            seen.add(k)
+    return evs, keys
 
 
 class Run(msgspec.Struct):
@@ -193,8 +203,8 @@ def batch_from_runs(runs: Sequence[Run], now: dt.datetime) -> pa.RecordBatch:
         versions = pa.array(np.arange(r0.first_version, r0.first_version + n, dtype=np.int64))
         streams = pa.repeat(pa.scalar(r0.stream, pa.string()), n)
     else:  # many small runs (group commit): plain lists beat per-run numpy calls
-        versions = pa.array([r.first_version + i for r in runs for i in range(len(r.events))], pa.int64())
-        streams = pa.array([r.stream for r in runs for _ in r.events], pa.string())
+        versions = pa.array([r.first_version + i for r in runs for i in range(len(r.keys))], pa.int64())
+        streams = pa.array([r.stream for r in runs for _ in r.keys], pa.string())
     return pa.record_batch(
         [
             pa.array(np.arange(first, first + n, dtype=np.int64)),

@@ -3,15 +3,16 @@
 ``EventLog`` is the port (a small abstract class). ``BatchLog`` implements it on top of
 two hooks a storage backend provides (write one record batch durably, load batches
 back), and owns what must behave identically everywhere: argument validation,
-``expected_version`` checks, idempotent appends by ``event_id``, group commit through
-one writer thread per partition, reads, and waiting for offsets.
+``expected_version`` checks, idempotent appends by ``event_id``, group commit (led by
+the appending threads themselves, one commit at a time per partition), reads, and
+waiting for offsets.
 """
 
 from __future__ import annotations
 
+import _thread
 import abc
 import bisect
-from collections import deque
 import threading
 import time
 import uuid
@@ -123,14 +124,32 @@ class EventLog(abc.ABC):
         self.close()
 
 
-@dataclass
 class _Request:
-    stream: str
-    events: list[NewEvent]
-    expected: int
-    done: threading.Event = field(default_factory=threading.Event)
-    result: tuple[int, int] | None = None
-    error: BaseException | None = None
+    """One caller's append, waiting in its partition's queue."""
+
+    __slots__ = ("stream", "events", "keys", "expected", "result", "error", "lead", "abandoned", "_gate")
+
+    def __init__(self, stream: str, events: list[NewEvent], keys: list[int], expected: int) -> None:
+        self.stream = stream
+        self.events = events
+        self.keys = keys  # the events' uuid ints
+        self.expected = expected
+        self.result: tuple[int, int] | None = None
+        self.error: BaseException | None = None
+        self.lead = False  # woken to lead the next group rather than with a result
+        self.abandoned = False  # the caller stopped waiting (interrupted): never hand it the lead
+        # A bare lock held until the request is answered: the cheapest wake-up CPython has
+        # (threading.Event adds a Condition and a second lock per wait).
+        self._gate = _thread.allocate_lock()
+        self._gate.acquire()
+
+    def wait(self) -> None:
+        """Block until answered or handed the lead."""
+        self._gate.acquire()
+
+    def wake(self) -> None:
+        """Answer the waiting caller (result, error or lead set beforehand)."""
+        self._gate.release()
 
 
 @dataclass
@@ -152,27 +171,34 @@ class _Partition:
         self.batches: list[_BatchEntry] = []
         self.firsts: list[int] = []
         self.cond = threading.Condition()
-        self.writer: threading.Thread | None = None
-        # The writer's inbox. `active` counts callers inside append(): a group waits (briefly)
-        # until all of them have enqueued, so they share one fsync; callers wake the writer
-        # only when it is idle or the group is complete, not on every request.
-        self.pending: deque[_Request | None] = deque()
-        self.wake = threading.Condition(threading.Lock())
-        self.active = 0
-        self.writer_idle = True
+        # Group commit without a writer thread: the first caller to find no leader commits
+        # every request queued so far in its own thread (one write, one fsync), wakes their
+        # callers, and hands the lead to the next waiting caller. Requests pile up while a
+        # commit's fsync runs, so groups form by themselves under concurrency, and a lone
+        # caller pays no thread hand-off at all.
+        self.lock = threading.Lock()  # guards pending / leading / stopped
+        self.pending: list[_Request] = []
+        self.leading = False
+        self.stopped = False
+        self.active = 0  # callers inside append()
+        self.gathering = False  # a leader waits for the active callers to queue
+        self.full = threading.Condition(self.lock)
+        self.commit_lock = threading.Lock()  # one commit (or sync, or close) at a time
+        self.dirty = False  # written but not yet fsynced (fsync='batch')
+        self.wrote = False
 
-    def record(self, runs: list[tuple[str, int, int, list[int]]], locator: Any) -> None:
-        """Fold one committed batch, as (stream, first_offset, first_version, ids) runs."""
-        for stream, first, version, ids in runs:
-            n = len(ids)
-            self.ids.update(zip(ids, range(first, first + n)))
-            self.versions[stream] = version + n - 1
-            arr = self.stream_offsets.get(stream)
+    def record(self, runs: list[Run], locator: Any) -> None:
+        """Fold one committed batch, given as its runs."""
+        for r in runs:
+            first, n = r.first_offset, len(r.keys)
+            self.ids.update(zip(r.keys, range(first, first + n)))
+            self.versions[r.stream] = r.first_version + n - 1
+            arr = self.stream_offsets.get(r.stream)
             if arr is None:
-                arr = self.stream_offsets[stream] = array("q")
+                arr = self.stream_offsets[r.stream] = array("q")
             arr.frombytes(np.arange(first, first + n, dtype=np.int64).tobytes())
-        first = runs[0][1]
-        last = runs[-1][1] + len(runs[-1][3]) - 1
+        first = runs[0].first_offset
+        last = runs[-1].first_offset + len(runs[-1].keys) - 1
         with self.cond:
             self.batches.append(_BatchEntry(first, last - first + 1, locator))
             self.firsts.append(first)
@@ -185,12 +211,12 @@ class _Partition:
         ids = [int.from_bytes(b, "big") for b in batch.column(1).to_pylist()]
         streams = batch.column(2).to_pylist()
         versions = batch.column(3).to_pylist()
-        runs: list[tuple[str, int, int, list[int]]] = []
+        runs: list[Run] = []
         for o, i, s, v in zip(offsets, ids, streams, versions):
-            if runs and runs[-1][0] == s:
-                runs[-1][3].append(i)
+            if runs and runs[-1].stream == s:
+                runs[-1].keys.append(i)
             else:
-                runs.append((s, o, v, [i]))
+                runs.append(Run(s, o, v, [], [i]))
         self.record(runs, locator)
 
     def admit(self, requests: list[_Request]) -> list[Run]:
@@ -205,9 +231,11 @@ class _Partition:
         offset = self.next_offset
         for req in requests:
             try:
-                keys = [e.event_id.int for e in req.events]
-                known_offs = [o for o in map(self.ids.get, keys) if o is not None]
-                if ids:
+                keys = req.keys
+                known_offs: list[int] = []
+                if not self.ids.keys().isdisjoint(keys):
+                    known_offs = [o for o in map(self.ids.get, keys) if o is not None]
+                if ids and not ids.keys().isdisjoint(keys):
                     known_offs += [o for o in map(ids.get, keys) if o is not None]
                 if known_offs:
                     if len(known_offs) != len(keys):
@@ -259,6 +287,8 @@ class BatchLog(EventLog):
         self.max_payload_bytes = max_payload_bytes
         self._parts = [_Partition(i) for i in range(partitions)]
         self._start_lock = threading.Lock()
+        self._flusher: threading.Thread | None = None
+        self._flusher_stop = threading.Event()
         self.closed = False
 
     # -- hooks ---------------------------------------------------------------------
@@ -273,121 +303,160 @@ class BatchLog(EventLog):
     def _sync(self, partition: int) -> None:
         """Flush a partition's written batches to disk (fsync='batch')."""
 
-    def _writer_closed(self, partition: int) -> None:
-        """The partition's writer thread is exiting."""
+    def _close_partition(self, partition: int) -> None:
+        """The partition takes no more writes (close, or exclusive maintenance)."""
 
     # -- writing -------------------------------------------------------------------
     def append(
         self, stream: str, events: Sequence[NewEvent], expected_version: int = ANY
     ) -> tuple[int, int]:
         """Append events to a stream atomically; returns (first_offset, last_offset)."""
-        evs = validate_append(stream, events, expected_version, self.max_payload_bytes)
+        evs, keys = validate_append(stream, events, expected_version, self.max_payload_bytes)
         self._check_open()
         part = self._parts[self.partition_of(stream)]
-        self._ensure_writer(part)
-        req = _Request(stream, evs, expected_version)
-        with part.wake:
-            part.active += 1
+        req = _Request(stream, evs, keys, expected_version)
+        with part.lock:
+            if part.stopped:
+                raise InvalidInput("log", "is closed")
             part.pending.append(req)
-            if part.writer_idle or len(part.pending) >= part.active:
-                part.wake.notify()
+            part.active += 1
+            lead = not part.leading
+            part.leading = True
+            if part.gathering and len(part.pending) >= part.active:
+                part.full.notify()
         try:
-            req.done.wait()
+            if not lead:
+                self._follow(part, req)
+            else:
+                self._lead(part)
         finally:
-            with part.wake:
+            with part.lock:
                 part.active -= 1
-                if part.pending and len(part.pending) >= part.active:
-                    part.wake.notify()
+                if part.gathering and len(part.pending) >= part.active:
+                    part.full.notify()
         if req.error is not None:
             raise req.error
         assert req.result is not None
         return req.result
 
-    def _ensure_writer(self, part: _Partition) -> None:
-        if part.writer is None:
-            with self._start_lock:
-                if part.writer is None:
-                    t = threading.Thread(
-                        target=self._writer_loop, args=(part,), name=f"eidetica-log-p{part.index}", daemon=True
-                    )
-                    t.start()
-                    part.writer = t
-
-    def _writer_loop(self, part: _Partition) -> None:
-        dirty = False
+    def _follow(self, part: _Partition, req: _Request) -> None:
+        """Wait for a leader to commit ``req``, or to hand this caller the lead."""
         try:
-            while True:
-                group = self._gather(part, dirty)
-                if group is None:  # idle past the fsync interval: flush (fsync='batch')
-                    self._sync(part.index)
-                    dirty = False
-                    continue
-                stop = None in group
-                reqs = [r for r in group if r is not None]
-                if reqs:
-                    self._commit(part, reqs)
-                    dirty = self.fsync == "batch"
-                if stop:
-                    if dirty:
-                        self._sync(part.index)
-                    return
-        finally:
-            self._writer_closed(part.index)
+            req.wait()
+        except BaseException:
+            with part.lock:  # interrupted: whoever answers later must not count on us
+                must_lead = req.lead
+                req.abandoned = not must_lead
+            if must_lead:
+                self._lead(part)
+            raise
+        if req.lead:
+            self._lead(part)
 
-    def _gather(self, part: _Partition, dirty: bool) -> list[_Request | None] | None:
-        """Take the queued requests; with concurrent callers, wait briefly for the rest.
+    def _lead(self, part: _Partition) -> None:
+        """Commit the queued group, then pass the lead to the next waiting caller."""
+        while True:
+            try:
+                with part.commit_lock:
+                    self._gather(part)
+                    with part.lock:
+                        group, part.pending = part.pending, []
+                    if group:
+                        self._commit(part, group)
+            finally:
+                with part.lock:
+                    nxt = next((r for r in part.pending if not r.abandoned), None)
+                    if nxt is not None:
+                        nxt.lead = True
+                    done = nxt is not None or not part.pending
+                    if done and nxt is None:
+                        part.leading = False
+            if nxt is not None:
+                nxt.wake()
+            if done:
+                return
+            # only abandoned requests are queued: nobody else will commit them
 
-        Callers inside ``append`` will enqueue soon: sharing their fsync is far cheaper
-        than a commit each (the group commit), and the wait is bounded by commit_delay.
+    def _gather(self, part: _Partition) -> None:
+        """With other callers inside append() but not yet queued, give them a moment to join.
+
+        In a closed loop of N appenders, the callers a commit just answered come straight
+        back: waiting for them (bounded by commit_delay) makes one group of N instead of
+        alternating groups of 1 and N-1, halving the fsyncs per event.
         """
-        with part.wake:
-            part.writer_idle = True
-            while not part.pending:
-                if not part.wake.wait(self.fsync_interval if dirty else None) and dirty and not part.pending:
-                    part.writer_idle = False
-                    return None
-            part.writer_idle = False
-            if self.fsync == "always":
-                deadline = time.monotonic() + self.commit_delay
-                while len(part.pending) < part.active and None not in part.pending:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    part.wake.wait(remaining)
-            group = list(part.pending)
-            part.pending.clear()
-            return group
+        if self.fsync != "always" or self.commit_delay <= 0 or len(part.pending) >= part.active:
+            return
+        with part.lock:
+            part.gathering = True
+            part.full.wait_for(lambda: len(part.pending) >= part.active, self.commit_delay)
+            part.gathering = False
 
     def _commit(self, part: _Partition, reqs: list[_Request]) -> None:
+        """Admit, write and record one group; every caller in it is answered."""
         try:
             runs = part.admit(reqs)
             if runs:
                 batch = batch_from_runs(runs, utcnow())
                 locator = self._write(part.index, batch)
-                part.record(
-                    [(r.stream, r.first_offset, r.first_version, r.keys) for r in runs],
-                    locator,
-                )
+                part.wrote = True
+                part.dirty = self.fsync == "batch"
+                part.record(runs, locator)
+                if part.dirty:
+                    self._start_flusher()
         except BaseException as e:  # noqa: BLE001 - every waiter must wake with the error
             for r in reqs:
                 if r.error is None:
                     r.error, r.result = e, None
         finally:
             for r in reqs:
-                r.done.set()
+                if not r.lead:  # a handed-over leader's gate is open already
+                    r.wake()
 
     def _check_open(self) -> None:
         if self.closed:
             raise InvalidInput("log", "is closed")
 
-    def _stop_writers(self) -> None:
+    def _start_flusher(self) -> None:
+        """fsync='batch': one background thread syncs written partitions every fsync_interval."""
+        if self._flusher is None:
+            with self._start_lock:
+                if self._flusher is None and not self._flusher_stop.is_set():
+                    self._flusher = threading.Thread(target=self._flush_loop, name="eidetica-log-flush", daemon=True)
+                    self._flusher.start()
+
+    def _flush_loop(self) -> None:
+        while not self._flusher_stop.wait(self.fsync_interval):
+            self._flush_dirty()
+
+    def _flush_dirty(self) -> None:
         for part in self._parts:
-            if part.writer is not None:
-                with part.wake:
-                    part.pending.append(None)
-                    part.wake.notify()
-                part.writer.join()
-                part.writer = None
+            if part.dirty:
+                with part.commit_lock:
+                    if part.dirty:
+                        part.dirty = False
+                        self._sync(part.index)
+
+    def _stop_writers(self) -> None:
+        """Refuse new appends, let in-flight commits finish, sync and release the partitions."""
+        for part in self._parts:
+            with part.lock:
+                part.stopped = True
+        for part in self._parts:
+            while True:  # a leader drains what was queued before ``stopped``
+                with part.lock:
+                    if not part.leading:
+                        break
+                time.sleep(0.001)
+        self._flusher_stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+            self._flusher = None
+        self._flush_dirty()
+        for part in self._parts:
+            with part.commit_lock:
+                if part.wrote:
+                    part.wrote = False
+                    self._close_partition(part.index)
 
     # -- reading -------------------------------------------------------------------
     def _part(self, partition: int) -> _Partition:
