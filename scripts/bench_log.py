@@ -66,9 +66,8 @@ def arrow_round(d: str, batches: list[list[NewEvent]]) -> float:
     return rate(len(batches) * BATCH, el)
 
 
-def sqlite_round(d: str, batches: list[list[NewEvent]]) -> float:
-    """SQLite WAL, synchronous=FULL, one transaction per 1,000-row batch."""
-    path = os.path.join(d, "log.sqlite")
+def sqlite_log(path: str) -> sqlite3.Connection:
+    """A fresh SQLite event table the way a user would set it up: WAL, synchronous=FULL."""
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
             os.unlink(path + suffix)
@@ -80,6 +79,12 @@ def sqlite_round(d: str, batches: list[list[NewEvent]]) -> float:
         "version INTEGER, type TEXT, time INTEGER, tenant TEXT, payload BLOB)"
     )
     con.execute("CREATE UNIQUE INDEX stream_version ON events(stream, version)")
+    return con
+
+
+def sqlite_round(d: str, batches: list[list[NewEvent]]) -> float:
+    """SQLite WAL, synchronous=FULL, one transaction per 1,000-row batch."""
+    con = sqlite_log(os.path.join(d, "log.sqlite"))
     now = int(time.time() * 1e6)
     rows = [
         [(b * BATCH + i, e.event_id.bytes, f"session:bench:s{b}", i, e.type, now, e.tenant, e.payload) for i, e in enumerate(evs)]

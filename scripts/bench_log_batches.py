@@ -18,12 +18,12 @@ import argparse
 import json
 import os
 import shutil
-import sqlite3
 import statistics
 import tempfile
 import time
 from typing import Callable
 
+from bench_log import sqlite_log  # noqa: E402  (a sibling script: the same baseline table)
 from eidetica.events import ArrowLog, MessageAppended, NewEvent
 
 SIZES = (1, 10, 100, 1000)
@@ -84,20 +84,22 @@ def arrow_rate(d: str, batches: list[list[NewEvent]], budget_s: float) -> float:
 
 def sqlite_rate(d: str, batches: list[list[NewEvent]], budget_s: float) -> float:
     """SQLite WAL, synchronous=FULL, one transaction per batch."""
-    path = os.path.join(d, "log.sqlite")
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.unlink(path + suffix)
-    con = sqlite3.connect(path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("PRAGMA synchronous=FULL")
-    con.execute("CREATE TABLE events (offset INTEGER PRIMARY KEY, event_id BLOB UNIQUE, stream TEXT, type TEXT, payload BLOB)")
-    rows = [[(e.event_id.bytes, f"session:bench:s{i % 64}", e.type, e.payload) for e in b] for i, b in enumerate(batches)]
+    con = sqlite_log(os.path.join(d, "log.sqlite"))
+    now = int(time.time() * 1e6)
+    versions: dict[str, int] = {}
+    rows = []
+    for i, b in enumerate(batches):
+        stream = f"session:bench:s{i % 64}"
+        v = versions.get(stream, 0)
+        versions[stream] = v + len(b)
+        rows.append([(e.event_id.bytes, stream, v + j, e.type, now, e.tenant, e.payload) for j, e in enumerate(b)])
 
     def one(i: int, b: list[NewEvent]) -> None:
         """Insert batch i in one transaction."""
         con.execute("BEGIN")
-        con.executemany("INSERT INTO events (event_id, stream, type, payload) VALUES (?,?,?,?)", rows[i])
+        con.executemany(
+            "INSERT INTO events (event_id, stream, version, type, time, tenant, payload) VALUES (?,?,?,?,?,?,?)", rows[i]
+        )
         con.execute("COMMIT")
 
     try:

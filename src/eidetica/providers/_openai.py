@@ -65,6 +65,15 @@ def _positive(field: str, value: Any, kind: type = int) -> Any:
     return value
 
 
+def _check_transport(timeout: Any, max_retries: Any, backoff: Any) -> None:
+    """Validate the arguments every client shares (InvalidInput names the field)."""
+    _positive("timeout", timeout, float)
+    if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+        raise InvalidInput("max_retries", "must be a non-negative int", max_retries)
+    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or backoff < 0:
+        raise InvalidInput("backoff", "must be >= 0", backoff)
+
+
 def _make_client(base_url: str | None, api_key_env: str, timeout: float) -> Any:
     import openai
 
@@ -176,12 +185,8 @@ class OpenAIEmbedder(CachedEmbedder):
         if dimensions is not None:
             _positive("dimensions", dimensions)
         _positive("batch_size", batch_size)
-        _positive("timeout", timeout, float)
         _positive("max_tokens", max_tokens)
-        if not isinstance(max_retries, int) or max_retries < 0:
-            raise InvalidInput("max_retries", "must be a non-negative int", max_retries)
-        if not isinstance(backoff, (int, float)) or backoff < 0:
-            raise InvalidInput("backoff", "must be >= 0", backoff)
+        _check_transport(timeout, max_retries, backoff)
         self.model = model
         self.model_id = model
         self.dimensions = dimensions
@@ -350,11 +355,7 @@ class OpenAILLM(LLM):
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise InvalidInput("model", "must be a non-empty string", model)
-        _positive("timeout", timeout, float)
-        if not isinstance(max_retries, int) or max_retries < 0:
-            raise InvalidInput("max_retries", "must be a non-negative int", max_retries)
-        if not isinstance(backoff, (int, float)) or backoff < 0:
-            raise InvalidInput("backoff", "must be >= 0", backoff)
+        _check_transport(timeout, max_retries, backoff)
         self.model = model
         self.model_id = model
         self.base_url = base_url
