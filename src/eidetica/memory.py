@@ -37,6 +37,7 @@ from .events import (
     SessionForgotten,
     UserForgotten,
 )
+from .events.envelope import events_from_batch
 from .events.streams import meta_stream, parse_stream, schedules_stream, session_stream
 from .events.types import EVENT_TYPES, Event, decode
 from .projections import ChunkIndex, Projection, Projector, SearchHit, StateProjection
@@ -524,8 +525,6 @@ class Memory:
                 tenants = batch.column("tenant").to_pylist()
                 if self.tenant not in tenants:
                     continue
-                from .events.envelope import events_from_batch
-
                 for ev in events_from_batch(batch):
                     if ev.tenant == self.tenant:
                         yield ev
@@ -616,8 +615,6 @@ class Memory:
                 types = batch.column("type").to_pylist()
                 if not gone_types.intersection(types):
                     continue
-                from .events.envelope import events_from_batch
-
                 for ev in events_from_batch(batch):
                     if ev.type in ("SessionForgotten", "UserForgotten"):
                         tombs[ev.stream] = max(tombs.get(ev.stream, -1), ev.version)
@@ -629,8 +626,6 @@ class Memory:
         live: list[tuple[RecordedEvent, Any]] = []
         latest_summary: dict[str, int] = {}
         for p in range(self.log.partitions):
-            from .events.envelope import events_from_batch
-
             for batch in self.log.read_batches(partition=p):
                 for ev in events_from_batch(batch):
                     if ev.type in ("Redacted", "SessionForgotten", "UserForgotten"):
