@@ -1,4 +1,6 @@
-"""The real `eidetica` console script, run in subprocesses."""
+"""The `eidetica` command line: the real console script in subprocesses for what only a
+process shows (help, exit codes and tracebacks, the demo), and the same entry point run
+in-process for the rest (each subprocess pays ~4 s importing lancedb)."""
 
 from __future__ import annotations
 
@@ -10,17 +12,43 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
+
+from eidetica import cli
 
 BIN = Path(sys.executable).with_name("eidetica")
 
 
-def run(*args: str, store: Path | None = None, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run the console script with a small deterministic embedder."""
-    e = dict(os.environ, EIDETICA_MODEL="hash-64", COLUMNS="200")
+def _env(store: Path | None, env: dict | None) -> dict[str, str]:
+    e = {"EIDETICA_MODEL": "hash-64", "COLUMNS": "200"}
     e.update(env or {})
     if store is not None:
         e["EIDETICA_PATH"] = str(store)
+    return e
+
+
+def spawn(*args: str, store: Path | None = None, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the installed console script in a subprocess with a small deterministic embedder."""
+    e = dict(os.environ, **_env(store, env))
     return subprocess.run([str(BIN), *args], capture_output=True, text=True, input=input, env=e, timeout=300)
+
+
+def run(*args: str, store: Path | None = None, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the console script's entry point (``eidetica.cli.main``) in this process."""
+    runner = CliRunner()
+    code = 0
+    with runner.isolation(input=input, env=_env(store, env)) as (out, err, _):
+        old_argv = sys.argv
+        sys.argv = ["eidetica", *args]
+        try:
+            cli.main()
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        finally:
+            sys.argv = old_argv
+        return subprocess.CompletedProcess(
+            list(args), code, out.getvalue().decode(), err.getvalue().decode()
+        )
 
 
 @pytest.fixture
@@ -29,7 +57,7 @@ def store(tmp_path) -> Path:
 
 
 def test_help_explains_every_command() -> None:
-    out = run("--help")
+    out = spawn("--help")
     assert out.returncode == 0
     for cmd in ("demo", "remember", "recall", "list", "forget", "sessions", "history", "export", "import",
                 "clear", "rebuild", "compact", "reembed", "stats", "tail"):
@@ -54,13 +82,13 @@ def test_remember_recall_list_forget(store) -> None:
 
 def test_errors_are_one_line_without_traceback(store) -> None:
     run("remember", "x", store=store)
-    out = run("forget", "fact-nope", store=store)
+    out = spawn("forget", "fact-nope", store=store)
     assert out.returncode != 0
     assert "Traceback" not in out.stderr and "not found" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1
-    out = run("--debug", "forget", "fact-nope", store=store)
+    out = spawn("--debug", "forget", "fact-nope", store=store)
     assert "Traceback" in out.stderr
-    bad = run("recall", "x", "--top-k", "0", store=store)
+    bad = spawn("recall", "x", "--top-k", "0", store=store)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
 
 
@@ -148,7 +176,7 @@ def test_reembed_switches_the_model(store) -> None:
 
 def test_demo_runs_and_reruns(tmp_path) -> None:
     for _ in range(2):
-        out = run("demo", "--path", str(tmp_path / "demo"))
+        out = spawn("demo", "--path", str(tmp_path / "demo"))
         assert out.returncode == 0, out.stderr
         assert "Rolling session summary" in out.stdout
         assert "store statistics" in out.stdout
