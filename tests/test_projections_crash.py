@@ -29,14 +29,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.crash]
 ANN_THRESHOLD = 120
 
 
-def child(log_path: str, idx_path: str, seed: int, compact: bool) -> None:
-    """Project the log (small batches, ANN and optimize along the way), maybe compact, report."""
+def child(log_path: str, idx_path: str, seed: int, compact: bool, rebuild: bool = False) -> None:
+    """Project the log (small batches, ANN and optimize along the way) or rebuild it, maybe compact, report."""
     rng = random.Random(seed)
     log = ArrowLog(log_path, readonly=True)
     idx = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD, optimize_every=rng.randint(2, 6))
     pj = Projector(log, [idx], batch_size=rng.randint(3, 25))
-    print("READY", flush=True)
-    pj.catch_up()
+    print("READY", idx.count(), flush=True)
+    if rebuild:
+        pj.rebuild()
+    else:
+        pj.catch_up()
     pj.maintain(force=True)
     if compact:
         idx.compact()
@@ -104,5 +107,51 @@ def test_sigkill_while_projecting_converges_to_a_clean_rebuild(tmp_path) -> None
             clean.close()
 
 
+def test_sigkill_during_rebuild_then_restart_converges(tmp_path) -> None:
+    """Kill rebuilds midway (bulk mode: one streamed append, Tantivy built at the end): a
+    restart finds either the finished rebuild or an empty index, never a half-loaded one,
+    and catching up from there ends equal to a clean rebuild."""
+    log_path, idx_path = str(tmp_path / "log"), str(tmp_path / "idx")
+    w = Workload(seed=37, users=3, sessions=3, messages=6)
+    with ArrowLog(log_path, partitions=2) as log:
+        w.append_to(log)
+    rng = random.Random(7)
+    killed = rnd = 0
+    window = 1.0
+    while rnd < 8 or (killed < 4 and rnd < 30):
+        out = _run([log_path, idx_path, str(rnd), "0", "1"], kill_after=rng.uniform(0.0, window))
+        if "DONE" in out:
+            window = max(0.05, window * 0.7)
+        else:
+            killed += 1
+        rnd += 1
+        # what the next process finds: all or nothing, and a checkpoint that says which
+        with ArrowLog(log_path, readonly=True) as log:
+            idx = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD)
+            try:
+                n, ckpt, snap = idx.count(), idx.checkpoint(), idx.snapshot()
+            finally:
+                idx.close()
+            full = {p: log.head(p) for p in range(log.partitions) if log.head(p)}
+        assert (n, ckpt, snap["text"]) == (0, {}, []) or (ckpt == full and snap["lance"] == snap["text"]), (n, ckpt)
+    assert killed >= 4, "the kills should mostly land mid-rebuild"
+    out = _run([log_path, idx_path, "99", "0"], kill_after=None)  # a normal start: catch up
+    assert "DONE" in out
+
+    with ArrowLog(log_path, readonly=True) as log:
+        recovered = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD)
+        clean = ChunkIndex(tmp_path / "clean", dim=DIM, ann_threshold=ANN_THRESHOLD)
+        try:
+            Projector(log, [clean]).rebuild()
+            a, b = recovered.snapshot(), clean.snapshot()
+            assert a["lance_duplicates"] == 0 and a["text_duplicates"] == 0
+            assert a["lance"] == a["text"] == b["lance"] and len(a["lance"]) > 100
+            for q in w.queries(40, seed=5):
+                assert [h.id for h in recovered.search(**q)] == [h.id for h in clean.search(**q)]
+        finally:
+            recovered.close()
+            clean.close()
+
+
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "child":
-    child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1")
+    child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1", len(sys.argv) > 6 and sys.argv[6] == "1")

@@ -89,6 +89,14 @@ class _ModelView(Projection):
         """Optimize the wrapped index (ANN build, fragment compaction) when due, or now."""
         self.index.maintain(force)
 
+    def begin_rebuild(self) -> None:
+        """Put the wrapped index in bulk mode for a rebuild."""
+        self.index.begin_rebuild()
+
+    def end_rebuild(self, completed: bool = True) -> None:
+        """Finish (or discard) the wrapped index's bulk rebuild."""
+        self.index.end_rebuild(completed)
+
     def close(self) -> None:
         """Close the wrapped index."""
         self.index.close()

@@ -47,6 +47,18 @@ class Projection(abc.ABC):
     def maintain(self, force: bool = False) -> None:
         """Housekeeping the Projector runs when caught up; ``force`` skips rate limits (default: nothing)."""
 
+    def begin_rebuild(self) -> None:
+        """Called by ``Projector.rebuild`` after ``reset``, before replaying the log (default: nothing).
+
+        A projection may then write in bulk and keep checkpoints in memory, as long as the
+        saved checkpoint never covers output that is not durable.
+        """
+
+    def end_rebuild(self, completed: bool = True) -> None:
+        """Called after the replay: make everything durable and save the checkpoint, or, when
+        the replay failed (``completed`` False), return to a state its saved checkpoint describes
+        (default: nothing)."""
+
     def close(self) -> None:
         """Release files and threads (default: nothing)."""
 

@@ -281,6 +281,12 @@ class ChunkIndex(Projection):
         self._skipped = 0
         self._pool: ThreadPoolExecutor | None = None
         self._closed = False
+        self._bulk: dict[int, int] | None = None  # during a rebuild: the checkpoint not yet saved
+        if self._meta.get("rebuilding"):
+            # a rebuild was interrupted: its checkpoint was never saved, so the log is replayed
+            # from 0 anyway; start that replay from empty engines (no half-loaded table)
+            log.warning("chunk index at %s: an interrupted rebuild is discarded", self.path)
+            self.reset()
 
     # -- port --------------------------------------------------------------------------
     def _read_checkpoint(self) -> dict[int, int]:
@@ -293,8 +299,11 @@ class ChunkIndex(Projection):
             return dict(self._ckpt)
 
     def save_checkpoint(self, checkpoint: dict[int, int]) -> None:
-        """Persist the checkpoint (after syncing the marks it depends on)."""
+        """Persist the checkpoint (after syncing the marks it depends on); during a rebuild, at its end."""
         with self._lock:
+            if self._bulk is not None:
+                self._bulk = dict(checkpoint)  # the output is not durable yet: see begin_rebuild
+                return
             self._marks.sync()
             atomic_write_json(self._ckpt_path, {"checkpoint": {str(p): int(o) for p, o in checkpoint.items()}})
             self._ckpt = dict(checkpoint)
@@ -302,13 +311,16 @@ class ChunkIndex(Projection):
     def reset(self) -> None:
         """Drop every row, the text index, the marks and the checkpoint."""
         with self._lock:
+            self._bulk = None
+            # the checkpoint first: a crash midway leaves "replay from 0", which is always right
+            atomic_write_json(self._ckpt_path, {"checkpoint": {}})
+            self._ckpt = {}
             self._lance.drop()
             self._text.reset()
             self._marks.reset()
             self._meta["ann_rows"] = 0
+            self._meta.pop("rebuilding", None)
             atomic_write_json(self._meta_path, self._meta)
-            atomic_write_json(self._ckpt_path, {"checkpoint": {}})
-            self._ckpt = {}
             self._writes = 0
 
     def apply(self, events: Sequence[RecordedEvent]) -> None:
@@ -326,6 +338,10 @@ class ChunkIndex(Projection):
                     continue
                 self._fold(b, rec, e)
             if b.empty():
+                return
+            if self._bulk is not None:
+                self._write_bulk(b)
+                self._writes += 1
                 return
             try:
                 self._write(b)
@@ -423,6 +439,89 @@ class ChunkIndex(Projection):
         self._marks.flush()
         text.commit()
 
+    # -- rebuild (bulk load) -----------------------------------------------------------
+    def begin_rebuild(self) -> None:
+        """Enter bulk mode for a replay into this (empty) index; ``end_rebuild`` leaves it.
+
+        In bulk mode new rows stream into one LanceDB append (``LanceChunks.bulk_add``),
+        Tantivy is not written per batch but built once from the table at the end, while
+        the vector index trains in a native thread, and checkpoints are only remembered:
+        the checkpoint file keeps saying "nothing applied" until ``end_rebuild`` has made
+        both engines durable. ``meta.json`` marks the rebuild, so a process killed midway
+        reopens the index empty and replays from 0 (see ``__init__``). A no-op unless the
+        index is empty.
+        """
+        with self._lock:
+            if self._bulk is not None or self._ckpt or self._lance.count() or self._text.num_docs():
+                return
+            self._meta["rebuilding"] = True
+            atomic_write_json(self._meta_path, self._meta)
+            self._bulk = {}
+
+    def end_rebuild(self, completed: bool = True) -> None:
+        """Leave bulk mode: build Tantivy and the indexes and save the checkpoint, or (not ``completed``) discard all."""
+        with self._lock:
+            if self._bulk is None:
+                return
+            ckpt = self._bulk
+            if not completed:
+                self.reset()
+                return
+            try:
+                self._lance.flush_bulk()
+                self._finish_bulk()
+                self._bulk = None
+                self.save_checkpoint(ckpt)
+                self._meta.pop("rebuilding", None)
+                atomic_write_json(self._meta_path, self._meta)
+            except BaseException:
+                self._bulk = None
+                try:
+                    self.reset()  # no half-built index: the caller replays from 0
+                except Exception:  # noqa: BLE001 - the original error matters more; reopen resets too
+                    log.exception("chunk index: reset after a failed rebuild failed")
+                raise
+
+    def _write_bulk(self, b: _Batch) -> None:
+        """Bulk mode's write: LanceDB only; fresh rows go to the streamed append."""
+        lance = self._lance
+        rows = list(b.pending.values())
+        if b.deletes or b.confs or any(hash(r.key) in lance.keys for r in rows):
+            # these touch rows already sent: commit the stream, then write as usual
+            if b.deletes:
+                lance.delete(b.deletes)
+            if b.confs:
+                lance.update_confidence(list(b.confs.values()))
+            lance.upsert(rows)
+        else:
+            lance.bulk_add(rows)
+        self._marks.flush()
+
+    def _finish_bulk(self) -> None:
+        """The end of a bulk load: compact if needed, then the vector and scalar indexes in a
+        native thread while this thread (Python, GIL-bound) builds Tantivy from the table."""
+        lance = self._lance
+        n = lance.count()
+        # usually one fragment already (a streamed append); several if deletes split the stream
+        lance.optimize(self.cleanup_after)
+
+        def indexes() -> int:
+            if n:
+                lance.ensure_scalar_indexes()
+            return lance.build_ann(n) if self._ann_due(n) else 0
+
+        fut = self._executor().submit(indexes)
+        try:
+            self._text.rebuild(lance.iter_batches())
+        finally:
+            parts = fut.result()
+        if parts:
+            self._meta["ann_partitions"] = parts
+            self._meta["ann_rows"] = n
+        self._marks.sync()
+        self._writes = 0
+        self._last_maintain = time.monotonic()
+
     # -- maintenance -------------------------------------------------------------------
     def maintain(self, force: bool = False) -> None:
         """Build/retrain the ANN index past its thresholds and optimize, when it pays off.
@@ -476,7 +575,7 @@ class ChunkIndex(Projection):
             self._meta["ann_rows"] = 0
             atomic_write_json(self._meta_path, self._meta)
             self._maintain(dt.timedelta(0))  # the vector index again, if the table is large enough
-            self._text.rebuild(self._lance.iter_rows())
+            self._text.rebuild(self._lance.iter_batches())
             self._marks.rewrite()
             self._writes = 0
 
@@ -666,6 +765,7 @@ class ChunkIndex(Projection):
             if self._closed:
                 return
             self._closed = True
+            self._lance.abort_bulk()  # an unfinished rebuild: meta.json says so, reopening resets
             self._text.close()
             if self._pool is not None:
                 self._pool.shutdown(wait=True)

@@ -211,7 +211,8 @@ class Projector:
         """Reset one projection (or all) and replay the log from offset 0; returns events replayed.
 
         ``progress(done, total)`` is called after each applied batch (total = events in the
-        log when the rebuild started). Housekeeping (ANN index, optimize) runs at the end.
+        log when the rebuild started). Projections replay in bulk mode (``begin_rebuild`` /
+        ``end_rebuild``); housekeeping (ANN index, optimize) runs at the end.
         """
         if name is not None and name not in self._by_name:
             raise InvalidInput("name", f"no projection named {name!r}; have {sorted(self._by_name)}")
@@ -221,6 +222,7 @@ class Projector:
                 p.reset()
                 with self._cond:
                     self._pos[p.name] = {}
+                p.begin_rebuild()
             total = sum(self.log.head(part) for part in self._partitions())
             done = 0
 
@@ -230,8 +232,26 @@ class Projector:
                 if progress is not None:
                     progress(done, total)
 
-            for part in self._partitions():
-                self._catch_up_partition(part, targets, tick)
+            completed = False
+            try:
+                for part in self._partitions():
+                    self._catch_up_partition(part, targets, tick)
+                completed = True
+            finally:
+                errors: list[BaseException] = []
+                for p in targets:
+                    try:
+                        p.end_rebuild(completed)
+                    except BaseException as e:  # noqa: BLE001 - every target must leave bulk mode
+                        errors.append(e)
+                        if not completed:
+                            log.exception("projector: %s could not discard its rebuild", p.name)
+                if errors or not completed:  # go on from what the projections actually saved
+                    with self._cond:
+                        for p in targets:
+                            self._pos[p.name] = dict(p.checkpoint())
+                if errors and completed:
+                    raise errors[0]
             for p in targets:
                 p.maintain(force=True)
                 self._dirty.discard(p.name)

@@ -26,8 +26,10 @@ import os
 import shutil
 import threading
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
+import msgspec
+import pyarrow as pa
 import tantivy
 from tantivy import Document, Filter, Index, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
 
@@ -100,6 +102,43 @@ def _doc(r: Row) -> Document:
     d.add_integer("ntok", doc_len(r.text))
     d.add_bytes("row", r.pack())
     return d
+
+
+_ROW_COLUMNS = ("key", "id", "tenant", "user_id", "session_id", "kind", "source_id", "text", "category",
+                "confidence", "ts", "etime", "metadata")  # the order of Row.pack
+_PACK = msgspec.msgpack.Encoder()
+
+
+def docs_from_arrow(batch: pa.RecordBatch, terms: dict[str, str] | None = None) -> Iterator[Document]:
+    """The documents of a batch of rows (the LanceDB columns), as ``_doc`` builds them from rows.
+
+    Column-wise, without Row objects. Keyword values repeat a lot (tenant, kind, user,
+    session, source), so their term form is computed once per distinct value (``terms``
+    carries that cache across batches).
+    """
+    tv = {} if terms is None else terms
+    cols = {c: batch.column(c).to_pylist() for c in _ROW_COLUMNS}
+
+    def kw(values: list[str]) -> list[str]:
+        for v in set(values).difference(tv):
+            tv[v] = term_value(v)
+        return [tv[v] for v in values]
+
+    texts = cols["text"]
+    ntoks = [len(t.split()) for t in texts]  # = doc_len, inlined: a call per row costs more here
+    metas = [m or b"" for m in cols["metadata"]]
+    schema, from_dict, pack = SCHEMA, Document.from_dict, _PACK.encode
+    for key, id_, tenant, user, session, kind, source, text, cat, conf, ts, etime, meta, t_tenant, t_user, \
+            t_session, t_kind, t_cat, t_source, ntok in zip(
+            cols["key"], cols["id"], cols["tenant"], cols["user_id"], cols["session_id"], cols["kind"],
+            cols["source_id"], texts, cols["category"], cols["confidence"], cols["ts"], cols["etime"], metas,
+            kw(cols["tenant"]), kw(cols["user_id"]), kw(cols["session_id"]), kw(cols["kind"]), kw(cols["category"]),
+            kw(cols["source_id"]), ntoks):
+        yield from_dict({
+            "key": key, "tenant": t_tenant, "user_id": t_user, "session_id": t_session, "kind": t_kind,
+            "category": t_cat, "source_id": t_source, "text": text, "ts": ts, "etime": etime, "ntok": ntok,
+            "row": pack((key, id_, tenant, user, session, kind, source, text, cat, conf, ts, etime, meta)),
+        }, schema)
 
 
 def _term(field: str, value: str) -> Query:
@@ -349,8 +388,9 @@ class TantivyChunks:
                 pass
             self._writer = None
 
-    def rebuild(self, batches: Iterable[Sequence[Row]]) -> None:
-        """Index rows into a fresh generation directory, then swap it in and delete the old one."""
+    def rebuild(self, batches: Iterable[Sequence[Row] | pa.RecordBatch]) -> None:
+        """Index rows (lists of rows, or Arrow batches of the row columns) into a fresh generation
+        directory, then swap it in and delete the old one."""
         self.rollback()
         n = int(self.gen[1:]) + 1
         gen = f"g{n:06d}"
@@ -358,7 +398,14 @@ class TantivyChunks:
         shutil.rmtree(path, ignore_errors=True)
         idx = self._open(path)
         w = idx.writer(self.heap_bytes, 1)
+        terms: dict[str, str] = {}
         for rows in batches:
+            if isinstance(rows, pa.RecordBatch):
+                for d in docs_from_arrow(rows, terms):
+                    w.add_document(d)
+                if len(terms) > 1_000_000:  # bounded: mostly ids of sources and sessions
+                    terms.clear()
+                continue
             for r in rows:
                 w.add_document(_doc(r))
         w.commit()
