@@ -350,8 +350,8 @@ def main() -> None:
         st = idx.stats()
         result["disk_bytes"] = st["disk_bytes"]
         result["fragments"] = st["lance"]["fragments"]
-        print(f"rebuild: {rebuild_s:.1f}s = {n / rebuild_s:,.0f} chunks/s (apply {apply_s:.1f}s, then ANN build + "
-              f"optimize {rebuild_s - apply_s:.1f}s); disk {st['disk_bytes'] / 1e6:.0f} MB", flush=True)
+        print(f"rebuild: {rebuild_s:.1f}s = {n / rebuild_s:,.0f} chunks/s (apply {apply_s:.1f}s, then Tantivy build + ANN/scalar indexes "
+              f"{rebuild_s - apply_s:.1f}s); disk {st['disk_bytes'] / 1e6:.0f} MB", flush=True)
 
         # -- latency -------------------------------------------------------------------
         qs = corpus.queries(args.queries)
