@@ -248,7 +248,11 @@ def _relcmd(cmd: Any) -> str:
     flat = [x for p in parts for x in (p if isinstance(p, list) else [p])]
     out = []
     for x in map(str, flat):
-        out.append(os.path.relpath(x, _REPO) if os.path.isabs(x) and x.startswith(str(_REPO)) else x)
+        if os.path.isabs(x) and x.startswith(str(_REPO)):
+            x = os.path.relpath(x, _REPO)
+        elif os.path.isabs(x) and os.path.basename(os.path.dirname(x)) == "scripts":  # another checkout's script
+            x = f"scripts/{os.path.basename(x)}"
+        out.append(x)
     return " ".join(out)
 
 
@@ -401,7 +405,9 @@ def _locomo_section(rec: Mapping[str, Any] | None, plots: Mapping[str, str], bas
         tuned += (
             f" Leave-one-conversation-out in this run (`--holdout`: for each conversation the grid point best on the other "
             f"four is scored on it): recall@10 **{ho['recall_at_10']:.3f}** over the held-out questions ({folds}), "
-            f"against {ho['tuned_on_all']['recall_at_10']:.3f} for the grid point best on all five."
+            f"against {ho['tuned_on_all']['recall_at_10']:.3f} for the grid point best on all five (the grid asks "
+            f"`Memory.search` for the top 10 only; the table's rows ask for the top 25, and the candidate pool is "
+            f"max(`candidates`, `top_k`), so the two differ slightly)."
         )
     else:
         tuned += " This run has no leave-one-conversation-out check (run with `--holdout`)."

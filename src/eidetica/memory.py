@@ -462,8 +462,6 @@ class Memory:
             hits = self.index.search(**kw)
         except EideticaError:
             raise
-        except TypeError as e:  # an unknown option name
-            raise InvalidInput("options", str(e)) from None
         except Exception as e:  # noqa: BLE001 - damaged index files: the log is the truth
             import warnings
 

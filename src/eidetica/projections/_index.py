@@ -22,12 +22,23 @@ from offset 0 equals the incrementally built index.
 
 Scores (``SearchHit.score``)
 ----------------------------
-* hybrid: ``0.7 * v + 0.3 * t`` where v and t are the vector similarity and BM25 score
-  min-max normalised over this query's candidate lists (a row missing from a list gets 0;
-  a list whose scores are all equal normalises to 1). Range [0, 1]; ``min_score`` applies
-  to this fused value. Ties are broken by recency (newer ``time`` first), then id.
+* hybrid: ``w * v + (1 - w) * t`` (``vector_weight`` w, default 0.7) where v and t are the
+  vector similarity and BM25 score min-max normalised over this query's candidate union. With
+  ``rescore`` (default) every candidate is scored on both sides: a row only one engine proposed
+  gets its real cosine (stored vector) or exact BM25 (usually 0: it matched no term); without it
+  a row missing from a list gets 0. A list whose scores are all equal normalises to 1.
 * vector: cosine similarity, 1 - cosine distance, in [-1, 1].
 * text: BM25 divided by the best BM25 of the query, in (0, 1].
+
+Query text: ``stopwords`` (default on) drops English question and function words from the
+BM25 query (all terms are kept when nothing else is left). Then, in this order (all off by
+default): ``neighbors`` (a weight, or a (previous, next) pair) adds that share of the adjacent
+messages' scores (same session, ``sequence`` +-1; the neighbours of the 5 best candidates of
+each engine join the candidates) and ``session_weight`` that share of the session's best score
+(a summary counts for its session); ``confidence_weight`` c multiplies by
+``1 - c + c * confidence``; ``recency_half_life`` h multiplies by ``0.5 ** (age / h)`` (age at
+``now``); ``min_score`` applies to the result; ``mmr`` (lambda) re-orders the best ``4 x top_k``
+by maximal marginal relevance. Ties are broken by recency (newer ``time`` first), then key.
 
 BM25 is computed exactly from the live statistics of the query's tenant (see
 ``_tantivy``), so deleted documents and other tenants never influence a score, and a
