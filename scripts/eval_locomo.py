@@ -7,15 +7,20 @@ question with evidence, each mode retrieves, maps hits back to dialog turns (mes
 their ``dia_id`` metadata; fact and summary hits through ``metadata["sources"]``) and scores
 recall@k, any@k and all@k per category and overall (definitions in the data README).
 
-Modes (all through ``Memory.search`` / ``Memory.recall``):
+Modes (all through ``Memory.search``; the evaluation chooses options, the product does all
+query handling and fusion):
 
-- ``bm25``, ``vector``, ``hybrid``: the raw question, message chunks only, eidetica's own
-  text / vector / hybrid ranking: the plain baselines.
-- ``fused``: query handling (speaker names removed from the question; function words also
-  removed for BM25), BM25 and vector lists fetched separately and fused here: weighted
-  min-max, plus a share of the neighbouring turns' and of the session's best score.
-- ``derived``: ``fused`` plus derived keys: session summaries (and facts, when their weight is
-  non-zero) searched next to the turns, their hits expanded to their source turns.
+- ``bm25``, ``vector``, ``hybrid``: message chunks only, eidetica's text / vector / hybrid
+  search with its defaults (participants' names and question words out of the query, the
+  candidate union scored on both sides, 0.7 vector + 0.3 text).
+- ``context``: ``hybrid`` plus the conversation-context options: a message gains a share of its
+  neighbours' scores and of its session's best (``neighbors``, ``session_weight``), with the
+  weights in ``CONTEXT``.
+- ``derived``: ``context`` over derived keys too: session summaries and facts are searched next to
+  the turns; a fact hit stands for its source turn, a summary hit lifts its session's turns
+  (through ``session_weight``).
+
+``--holdout`` adds a leave-one-conversation-out check of the tuned weights (``GRID``).
 
 Progress and tables go to stdout; the last line is one JSON object for the best mode.
 """
@@ -32,7 +37,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -40,7 +45,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo-dev"
 DEFAULT_KS = (5, 10, 25)
-ALL_MODES = ("bm25", "vector", "hybrid", "fused", "derived")
+ALL_MODES = ("bm25", "vector", "hybrid", "context", "derived")
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 TURN_STEP = dt.timedelta(seconds=30)  # per-turn offset inside a session: keeps turn order in time
 
@@ -258,136 +263,29 @@ def percentile(values: Sequence[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-# -- query handling -------------------------------------------------------------------------
-# Function words that carry no topic. Tantivy scores every query term, and these match most
-# turns; removing them from the lexical query measured +4 points recall@10 for BM25 alone on
-# dev (0.591 -> 0.631); removing the speaker names from the dense query, +20 (0.458 -> 0.656):
-# every turn starts with its speaker's name, so a name in the question matches half the turns.
-_STOPWORDS = frozenset(
-    """a an the is are was were be been being am do does did doing has have had having of to in on
-    for with at by from and or but if that this these those it its as about into than then there
-    what when where who whom whose which why how would could should will can may might shall
-    any some ever""".split()
-)
-_WORD = re.compile(r"[\w']+")
-
-
-def strip_names(query: str, names: Sequence[str]) -> str:
-    """Remove the speakers' names (and their possessives) from a query; the original if nothing is left."""
-    out = query
-    for name in names:
-        if name:
-            out = re.sub(rf"\b{re.escape(name)}(?:'s|s')?(?=\W|$)", " ", out)
-    out = " ".join(out.split())
-    return out if _WORD.search(out) else query
-
-
-def lexical_query(query: str, names: Sequence[str]) -> str:
-    """The BM25 query: speaker names and function words removed."""
-    base = strip_names(query, names)
-    words = [w for w in _WORD.findall(base) if w.lower() not in _STOPWORDS]
-    return " ".join(words) if words else base
-
-
-def _turn_pos(dia_id: str) -> tuple[int, int] | None:
-    m = _EVIDENCE_ID.match(dia_id)
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
+# -- search options --------------------------------------------------------------------------
 @dataclass(frozen=True)
-class FusionParams:
-    """Weights of the eval's own fusion of turn-level evidence (values: see ``FUSED`` / ``DERIVED``)."""
+class SearchParams:
+    """The ``Memory.search`` options a mode passes (the product does all query handling and fusion)."""
 
-    vector: float = 0.5  # weight of the min-max-normalised vector list (1 - this for BM25)
-    prev: float = 0.2  # a turn gains this share of the previous turn's score ...
-    next: float = 0.2  # ... and this share of the next turn's (an answer follows its question)
-    session: float = 0.3  # share of the best turn score of the same session
-    fact: float = 0.0  # weight of a fact hit on its source turns
-    summary: float = 0.0  # weight of a session summary hit on that session's turns
-    candidates: int = 150  # message hits asked of the BM25 list and of the vector list
+    vector_weight: float = 0.7  # share of the vector side in the hybrid score (the product default)
+    neighbors: float = 0.0  # share of the previous / next message's score a message gains
+    session_weight: float = 0.0  # share of the best score of the same session
 
-
-# Chosen on the LoCoMo dev split only, by coordinate descent over a coarse grid (vector 0.4-0.8,
-# prev 0-0.7, next 0-0.4, session 0-0.6, fact 0-0.5, summary 0-0.3) maximising overall
-# recall@10; never per question or per category. The surface is flat near the optimum (each
-# neighbouring grid point is within 0.02). A leave-one-conversation-out check (tune on four,
-# score the fifth) gave 0.794 held-out against 0.808 tuned on all five. Offline facts (heuristic extractor: ~100 facts for
-# 2,760 turns) lowered recall at every weight tried (0.1: -0.6 points, 0.3: -1.8), so their
-# weight is 0 offline; with an LLM extractor (--llm-base-url) FACT_WEIGHT_LLM is used, untuned
-# (no LLM was available to tune it).
-FUSED = FusionParams(vector=0.5, prev=0.2, next=0.2, session=0.3)
-DERIVED = FusionParams(vector=0.5, prev=0.2, next=0.3, session=0.3, fact=0.0, summary=0.2)
-FACT_WEIGHT_LLM = 0.2
-DEFAULT_FUSION = FUSED
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments for ``Memory.search``."""
+        return {"vector_weight": self.vector_weight, "neighbors": self.neighbors, "session_weight": self.session_weight}
 
 
-def _minmax(scores: Mapping[str, float]) -> dict[str, float]:
-    if not scores:
-        return {}
-    lo, hi = min(scores.values()), max(scores.values())
-    if hi - lo <= 1e-12:
-        return {k: 1.0 for k in scores}
-    return {k: (v - lo) / (hi - lo) for k, v in scores.items()}
-
-
-def _best_per_turn(hits: Iterable[Any]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for h in hits:
-        for t in hit_turns(h):
-            out[t] = max(out.get(t, float("-inf")), float(_get(h, "score", 0.0)))
-    return out
-
-
-def fuse_hits(
-    text_hits: Sequence[Any],
-    vector_hits: Sequence[Any],
-    fact_hits: Sequence[Any] = (),
-    summary_hits: Sequence[Any] = (),
-    params: FusionParams = DEFAULT_FUSION,
-    turns: Iterable[str] | None = None,
-) -> list[str]:
-    """Rank turns from BM25, vector, fact and summary hits: weighted min-max, neighbour and session smoothing."""
-    tv = _minmax(_best_per_turn(text_hits))
-    vv = _minmax(_best_per_turn(vector_hits))
-    base: dict[str, float] = {}
-    for t in set(tv) | set(vv):
-        base[t] = params.vector * vv.get(t, 0.0) + (1 - params.vector) * tv.get(t, 0.0)
-    if params.fact and fact_hits:
-        for t, s in _minmax(_best_per_turn(fact_hits)).items():
-            base[t] = base.get(t, 0.0) + params.fact * s
-    pos = {t: p for t in base if (p := _turn_pos(t)) is not None}
-    by_pos = {p: t for t, p in pos.items()}
-    session_best: dict[int, float] = {}
-    for t, p in pos.items():
-        session_best[p[0]] = max(session_best.get(p[0], 0.0), base[t])
-    summary_score: dict[int, float] = {}
-    if params.summary and summary_hits:
-        raw: dict[str, float] = {}
-        for h in summary_hits:
-            for sess in {p[0] for t in hit_turns(h) if (p := _turn_pos(t)) is not None}:
-                raw[str(sess)] = max(raw.get(str(sess), float("-inf")), float(_get(h, "score", 0.0)))
-        summary_score = {int(k): v for k, v in _minmax(raw).items()}
-    # Candidates: every retrieved turn and its neighbours (a neighbour of a strong turn can rank).
-    cands = set(pos)
-    for s, i in list(pos.values()):
-        cands.update(f"D{s}:{j}" for j in (i - 1, i + 1) if j >= 1)
-    if turns is not None:
-        known = set(turns)
-        cands = {t for t in cands if t in known or t in base}
-    final: dict[str, float] = {}
-    for t in cands:
-        p = _turn_pos(t)
-        if p is None:
-            continue
-        s, i = p
-        prev_t, next_t = by_pos.get((s, i - 1)), by_pos.get((s, i + 1))
-        score = base.get(t, 0.0)
-        score += params.prev * (base[prev_t] if prev_t else 0.0) + params.next * (base[next_t] if next_t else 0.0)
-        score += params.session * session_best.get(s, 0.0) + params.summary * summary_score.get(s, 0.0)
-        final[t] = score
-    for t in base:  # turns whose ids do not parse still rank by their own score
-        final.setdefault(t, base[t])
-    return sorted(final, key=lambda t: (-final[t], _turn_pos(t) or (0, 0), t))
+# Chosen on the LoCoMo dev split only (overall recall@10 over a coarse grid, never per question
+# or per category); ``--holdout`` re-chooses them on four conversations and scores the fifth.
+CONTEXT = SearchParams(vector_weight=0.5, neighbors=0.2, session_weight=0.3)
+DERIVED = SearchParams(vector_weight=0.5, neighbors=0.2, session_weight=0.4)
+# the grid --holdout searches (CONTEXT is in it)
+GRID = tuple(
+    SearchParams(vector_weight=w, neighbors=n, session_weight=s)
+    for w in (0.5, 0.7) for n in (0.1, 0.2) for s in (0.2, 0.3, 0.4)
+)
 
 
 # -- the memory system under test -------------------------------------------------------------
@@ -429,7 +327,7 @@ def ingest(m: Any, conv: Conversation, *, summarize: bool, advance: Callable[[in
     for s in conv.sessions:
         h = m.session(f"session-{s.number}", user=USER)
         h.extend([
-            {"role": "user", "content": t.text, "time": t.time, "metadata": {"dia_id": t.dia_id, "speaker": t.speaker}}
+            {"role": "user", "content": t.text, "time": t.time, "metadata": {"dia_id": t.dia_id, "name": t.speaker}}
             for t in s.turns
         ])
         if summarize:
@@ -439,35 +337,22 @@ def ingest(m: Any, conv: Conversation, *, summarize: bool, advance: Callable[[in
         m.sweep(now=conv.sessions[-1].turns[-1].time)  # retries pending extractions; facts do not decay
 
 
-def _unique_turns(hits: Iterable[Any], k: int) -> list[str]:
-    return hits_to_turns(hits)[:k]
-
-
-def retrieve(m: Any, conv: Conversation, question: str, mode: str, k: int, fusion: FusionParams | None = None) -> list[str]:
-    """Ranked turn ids for a question in one mode (public API calls only)."""
+def retrieve(m: Any, conv: Conversation, question: str, mode: str, k: int, params: SearchParams | None = None) -> list[str]:
+    """Ranked turn ids for a question in one mode (``Memory.search`` only; no fusion here)."""
     ask = k + 10  # a long turn may come back as several chunks
-    if mode == "bm25":
-        return _unique_turns(m.search(question, user=USER, top_k=ask, min_score=0.0, kinds=["message"], mode="text"), k)
-    if mode == "vector":
-        return _unique_turns(m.search(question, user=USER, top_k=ask, min_score=-1.0, kinds=["message"], mode="vector"), k)
-    if mode == "hybrid":
-        return _unique_turns(m.search(question, user=USER, top_k=ask, min_score=0.0, kinds=["message"], mode="hybrid"), k)
-    if mode not in ("fused", "derived"):
+    if mode in ("bm25", "vector", "hybrid"):
+        engine = {"bm25": "text", "vector": "vector", "hybrid": "hybrid"}[mode]
+        hits = m.search(question, user=USER, top_k=ask, min_score=-1.0, kinds=["message"], mode=engine)
+        return hits_to_turns(hits)[:k]
+    if mode not in ("context", "derived"):
         raise ValueError(f"unknown mode {mode!r}")
-    p = fusion or (DERIVED if mode == "derived" else FUSED)
-    names = (conv.speaker_a, conv.speaker_b)
-    dense_q = strip_names(question, names)
-    n = max(p.candidates, ask)
-    text_hits = m.search(lexical_query(question, names), user=USER, top_k=n, min_score=0.0, kinds=["message"], mode="text")
-    vec_hits = m.search(dense_q, user=USER, top_k=n, min_score=-1.0, kinds=["message"], mode="vector")
-    facts: list[Any] = []
-    summaries: list[Any] = []
-    if mode == "derived" and p.fact > 0:
-        facts = m.recall(dense_q, top_k=30, user=USER)
-    if mode == "derived" and p.summary > 0:
-        summaries = m.search(dense_q, user=USER, top_k=20, min_score=0.0, kinds=["summary"], mode="hybrid")
-    ranked = fuse_hits(text_hits, vec_hits, facts, summaries, p, turns=conv.turn_ids)
-    return ranked[:k]
+    p = params or (DERIVED if mode == "derived" else CONTEXT)
+    kinds = ["message", "summary", "fact"] if mode == "derived" else ["message"]
+    hits = m.search(question, user=USER, top_k=ask + (20 if mode == "derived" else 0), min_score=-1.0, kinds=kinds,
+                    mode="hybrid", **p.options())
+    # A summary stands for its whole session (10-30 turns): it acts through session_weight (its
+    # score counts as its session's evidence) and is not expanded; a fact expands to its source turn.
+    return hits_to_turns([h for h in hits if _get(h, "kind") != "summary"])[:k]
 
 
 @dataclass
@@ -481,7 +366,7 @@ class ModeResult:
 
 def evaluate_conversation(
     m: Any, conv: Conversation, modes: Sequence[str], ks: Sequence[int], results: dict[str, ModeResult],
-    fusion: Mapping[str, FusionParams] | None = None,
+    params: Mapping[str, SearchParams] | None = None,
 ) -> int:
     """Score every question with evidence in every mode into ``results``; returns questions skipped."""
     kmax = max(ks)
@@ -497,7 +382,7 @@ def evaluate_conversation(
             r = results[mode]
             clear_cache()
             t0 = time.perf_counter()
-            ranked = retrieve(m, conv, q.question, mode, kmax, (fusion or {}).get(mode))
+            ranked = retrieve(m, conv, q.question, mode, kmax, (params or {}).get(mode))
             r.latencies_ms.append((time.perf_counter() - t0) * 1000)
             r.scores.add(q.category, ranked, q.evidence)
             ev = set(q.evidence)
@@ -521,7 +406,8 @@ def run_eval(
     llm: Any = None,
     progress: bool = True,
     log: Callable[[str], None] = print,
-    fusion: Mapping[str, FusionParams] | None = None,
+    params: Mapping[str, SearchParams] | None = None,
+    holdout: bool = False,
 ) -> dict[str, Any]:
     """Ingest each conversation as its own tenant, evaluate every mode, return the results dict."""
     ks = tuple(sorted(set(ks)))
@@ -531,6 +417,7 @@ def run_eval(
     root = Path(tempfile.mkdtemp(prefix="eidetica-locomo-")) if owned else Path(store)  # type: ignore[arg-type]
     results = {mode: ModeResult(Scores(ks)) for mode in modes}
     skipped = 0
+    grid_scores: dict[str, list[list[float]]] = {}
     ingest_s = 0.0
     total_turns = sum(c.n_turns for c in conversations)
     bar = _progress(progress, total_turns)
@@ -541,7 +428,9 @@ def run_eval(
                 t0 = time.perf_counter()
                 ingest(m, conv, summarize="derived" in modes, advance=bar.advance)
                 ingest_s += time.perf_counter() - t0
-                skipped += evaluate_conversation(m, conv, modes, ks, results, fusion)
+                skipped += evaluate_conversation(m, conv, modes, ks, results, params)
+                if holdout:
+                    grid_scores[conv.conv_id] = grid_recall(m, conv, HOLDOUT_MODE, GRID)
                 stats = m.stats()
                 facts = len(m.list_memories(user=USER, limit=10_000))
                 log(f"conversation {conv.conv_id}: {conv.n_turns} turns, {len(conv.questions)} questions, "
@@ -561,7 +450,7 @@ def run_eval(
         entry["query_ms_p95"] = round(percentile(r.latencies_ms, 95), 2)
         entry["recall_curve"] = [round(v / max(1, len(r.scores.rows)), 4) for v in r.curve]
         by_mode[mode] = entry
-    return {
+    out: dict[str, Any] = {
         "by_mode": by_mode,
         "questions": n_questions,
         "skipped_questions": skipped,
@@ -573,6 +462,49 @@ def run_eval(
         "embedder": emb.model_id,
         "llm": type(llm).__name__,
         "ks": list(ks),
+    }
+    if holdout:
+        out["holdout"] = leave_one_out(grid_scores, GRID)
+    return out
+
+
+HOLDOUT_MODE = "derived"
+
+
+def grid_recall(m: Any, conv: Conversation, mode: str, grid: Sequence[SearchParams], k: int = 10) -> list[list[float]]:
+    """recall@k of every question with evidence (inner lists) under every parameter set of the grid (outer)."""
+    out = []
+    for p in grid:
+        out.append([score_question(retrieve(m, conv, q.question, mode, k, p), q.evidence, (k,))[k][0]
+                    for q in conv.questions if q.evidence])
+    return out
+
+
+def leave_one_out(scores: Mapping[str, list[list[float]]], grid: Sequence[SearchParams]) -> dict[str, Any]:
+    """Per conversation: choose the grid point with the best recall@10 on the others, score it on this one.
+
+    ``recall_at_10`` is the mean over every held-out question (each conversation scored with
+    parameters it did not help choose); ``tuned_on_all`` is the best grid point on all of them.
+    """
+    def mean(convs: Iterable[str], i: int) -> float:
+        vals = [v for c in convs for v in scores[c][i]]
+        return sum(vals) / len(vals) if vals else 0.0
+
+    folds = []
+    held: list[float] = []
+    for c in scores:
+        rest = [o for o in scores if o != c]
+        best = max(range(len(grid)), key=lambda i: (round(mean(rest, i), 9), -i))
+        held.extend(scores[c][best])
+        folds.append({"held_out": c, "chosen": vars(grid[best]), "recall_at_10": round(mean([c], best), 4),
+                      "questions": len(scores[c][best])})
+    best_all = max(range(len(grid)), key=lambda i: (round(mean(scores, i), 9), -i))
+    return {
+        "mode": HOLDOUT_MODE,
+        "grid": [vars(g) for g in grid],
+        "folds": folds,
+        "recall_at_10": round(sum(held) / len(held), 4) if held else 0.0,
+        "tuned_on_all": {"params": vars(grid[best_all]), "recall_at_10": round(mean(scores, best_all), 4)},
     }
 
 
@@ -633,6 +565,8 @@ def summary_line(results: Mapping[str, Any]) -> dict[str, Any]:
         "llm": results["llm"],
         "offline": results["llm"] != "OpenAILLM",
     })
+    if "holdout" in results:
+        out["holdout"] = results["holdout"]
     return out
 
 
@@ -684,6 +618,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint for extraction and summaries")
     ap.add_argument("--llm-model", default="gpt-4o-mini", help="model name for --llm-base-url")
     ap.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    ap.add_argument("--holdout", action="store_true",
+                    help="also leave-one-conversation-out: choose the derived mode's parameters from GRID on the "
+                         "other conversations, score the held-out one (adds about 10 s per grid point per conversation)")
     args = ap.parse_args(argv)
     if any(k < 1 for k in args.k):
         ap.error("--k values must be >= 1")
@@ -695,13 +632,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     llm = make_llm(args.llm_base_url, args.llm_model, args.llm_api_key_env)
     modes = list(dict.fromkeys(args.modes))
     log = (lambda s: print(s, file=sys.stderr)) if args.json else (lambda s: print(s, flush=True))
-    fusion = {"derived": replace(DERIVED, fact=FACT_WEIGHT_LLM)} if args.llm_base_url else None
     results = run_eval(convs, modes=modes, ks=args.k, store=Path(args.store) if args.store else None,
-                       embedder=args.embedder, llm=llm, progress=not args.json, log=log, fusion=fusion)
+                       embedder=args.embedder, llm=llm, progress=not args.json, log=log, holdout=args.holdout)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     if not args.json:
         print(format_tables(results), flush=True)
+        if "holdout" in results:
+            h = results["holdout"]
+            print(f"leave-one-conversation-out ({h['mode']}): recall@10 {h['recall_at_10']:.3f} held out; "
+                  f"{h['tuned_on_all']['recall_at_10']:.3f} tuned on all ({h['tuned_on_all']['params']}); folds: "
+                  + ", ".join(f"{f['held_out']} {f['recall_at_10']:.3f} {f['chosen']}" for f in h["folds"]), flush=True)
     print(json.dumps(summary_line(results)), flush=True)
     return 0
 

@@ -101,8 +101,8 @@ def bench_commands(quick: bool) -> dict[str, list[list[str]]]:
 
 
 def locomo_command(data: Path, quick: bool) -> list[str]:
-    """The LoCoMo dev evaluation, all modes, JSON line only."""
-    cmd = [sys.executable, str(HERE / "eval_locomo.py"), "--data", str(data), "--json"]
+    """The LoCoMo dev evaluation, all modes and the leave-one-conversation-out check, JSON line only."""
+    cmd = [sys.executable, str(HERE / "eval_locomo.py"), "--data", str(data), "--json", "--holdout"]
     if quick:
         cmd += ["--limit-conversations", "1"]
     return cmd

@@ -398,6 +398,53 @@ def test_cross_thread_search_excludes_the_current_session(mem) -> None:
     assert hits[0].metadata["role"] == "user"
 
 
+def test_search_drops_participant_names_from_the_query(mem) -> None:
+    s = mem.session("chat", user="ada")
+    s.append("user", "Ana: Ana here, Ana again, it is Ana", metadata={"name": "Ana"})
+    s.append("user", "Ben: I adopted a kitten yesterday", metadata={"name": "Ben"})
+    s.append("user", "Ana: The weather is grey", metadata={"name": "Ana"})
+    assert mem.participant_names("ada") == {"Ana", "Ben"}
+    q = "What did Ana adopt?"
+    named = [h.text for h in mem.search(q, user="ada", mode="text", min_score=0.0, names=False)]
+    assert len(named) == 3  # the name matches every one of Ana's messages
+    plain = [h.text for h in mem.search(q, user="ada", mode="text", min_score=0.0)]
+    assert plain == ["Ben: I adopted a kitten yesterday"]  # only the topic is searched
+    assert eidetica.memory.strip_names("Where did Ana's cat and Ben go?", {"Ana", "Ben"}) == "Where did cat and go?"
+    assert eidetica.memory.strip_names("Ana?", {"Ana"}) == "Ana?"  # nothing left: the query as given
+    # the names cache follows new messages
+    s.append("user", "Cy: hello", metadata={"name": "Cy"})
+    assert mem.participant_names("ada") == {"Ana", "Ben", "Cy"}
+
+
+def test_search_hits_carry_both_scores_and_options_are_checked(mem) -> None:
+    s = mem.session("chat", user="ada")
+    s.append("user", "The zebra crossing near the school")
+    s.append("user", "Quantum physics lecture notes")
+    (h, *_) = mem.search("zebra crossing", user="ada", min_score=0.0)
+    assert h.text.startswith("The zebra") and h.vector_score > 0 and h.text_score > 0
+    for field, value in (("vector_weight", 2.0), ("neighbors", -1), ("mmr", "x"), ("session_weight", None),
+                         ("recency_half_life", 60), ("confidence_weight", 1.5)):
+        with pytest.raises(InvalidInput) as e:
+            mem.search("zebra", user="ada", **{field: value})
+        assert field in str(e.value)
+    with pytest.raises(InvalidInput) as e:
+        mem.recall("zebra", user="ada", mmr=1.5)
+    assert "mmr" in str(e.value)
+    with pytest.raises(InvalidInput) as e:
+        mem.search("zebra", user="ada", names="yes")
+    assert "names" in str(e.value)
+
+
+def test_recency_option_prefers_newer_messages(mem, clock) -> None:
+    mem.session("old", user="ada").append("user", "kyoto ryokan booking")
+    clock.now = T0 + dt.timedelta(days=400)
+    mem.session("new", user="ada").append("user", "kyoto ryokan booking for the april trip with friends")
+    kw = dict(user="ada", mode="vector", min_score=-1.0)
+    assert [h.session_id for h in mem.search("kyoto ryokan booking", **kw)] == ["old", "new"]
+    hits = mem.search("kyoto ryokan booking", **kw, recency_half_life=dt.timedelta(days=30), now=clock.now)
+    assert [h.session_id for h in hits] == ["new", "old"]
+
+
 def test_context_block(mem) -> None:
     mem.remember("Ada is vegetarian", category="food", user="ada")
     mem.store_note("Ada asked for a window seat", user="ada")

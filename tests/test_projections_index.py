@@ -191,11 +191,11 @@ def test_min_score_and_modes_fall_back(built) -> None:
 
 def emb(ids: list[str], texts: list[str], *, kind: str = "message", source: str = "", user: str = "u",
         session: str = "", time: dt.datetime | None = None, tenant: str = "t", confidence: float = 1.0,
-        dim: int = DIM) -> NewEvent:
-    vecs = np.stack([hvec(t, dim) for t in texts]).astype("<f4")
+        dim: int = DIM, metadata: dict[str, Any] | None = None, vectors: np.ndarray | None = None) -> NewEvent:
+    vecs = (np.stack([hvec(t, dim) for t in texts]) if vectors is None else vectors).astype("<f4")
     return NewEvent.of(ChunksEmbedded(model_id="h", dim=dim, chunk_ids=ids, vectors=vecs.tobytes(), texts=texts,
                                       source_id=source, kind=kind, user_id=user, session_id=session, time=time,
-                                      confidence=confidence), tenant=tenant)
+                                      confidence=confidence, metadata=metadata or {}), tenant=tenant)
 
 
 @pytest.fixture
@@ -356,3 +356,137 @@ def test_stats_and_count(built) -> None:
     assert st["disk_bytes"] > 0 and st["lance"]["versions"] >= 1
     assert sum(idx.count(t) for t in w.tenants) == len(rows)
     assert idx.count("nobody") == 0
+
+
+# -- scoring options and re-ranking ---------------------------------------------------------
+
+
+def test_rescore_gives_text_only_candidates_their_real_cosine(fresh) -> None:
+    log, idx, pj = fresh
+    log.append("a", [emb(["lex"], ["zebra zebra crossing"]), emb(["vec"], ["quantum physics lecture"]),
+                     emb(["mid"], ["zebra quantum notes"])])
+    pj.catch_up()
+    q = hvec("quantum physics lecture")
+    # one candidate per side: "lex" is only in the BM25 list, "vec" only in the vector list
+    kw = dict(tenant="t", text="zebra", vector=q, candidates=1, top_k=1)
+    (plain,) = idx.search(**kw, rescore=False, vector_weight=0.0)
+    (full,) = idx.search(**kw, vector_weight=0.0)
+    assert plain.id == full.id == "lex"
+    assert plain.vector_score == 0.0
+    assert full.vector_score == pytest.approx(float(np.dot(q, hvec("zebra zebra crossing"))), abs=1e-5)
+    (top,) = idx.search(**kw, vector_weight=1.0)
+    assert top.id == "vec" and top.text_score == 0.0  # it really matches no query term
+    # the whole union is scored on both sides: "mid" (in both lists) keeps both its scores
+    both = {h.id: h for h in idx.search(tenant="t", text="zebra", vector=q, top_k=3)}
+    assert both["mid"].vector_score > 0 and both["mid"].text_score > 0
+
+
+def test_vector_weight_moves_hybrid_between_the_two_sides(fresh) -> None:
+    log, idx, pj = fresh
+    log.append("a", [emb(["t"], ["zebra crossing"]), emb(["v"], ["quantum physics"])])
+    pj.catch_up()
+    kw = dict(tenant="t", text="zebra", vector=hvec("quantum physics"))
+    assert idx.search(**kw, vector_weight=1.0)[0].id == "v"
+    assert idx.search(**kw, vector_weight=0.0)[0].id == "t"
+    assert [h.id for h in idx.search(**kw, vector_weight=0.3)] == ["t", "v"]
+
+
+def test_query_stopwords_leave_only_topic_terms(fresh) -> None:
+    log, idx, pj = fresh
+    log.append("a", [emb(["fn"], ["what did you do when it was there"]), emb(["topic"], ["the zebra crossing"])])
+    pj.catch_up()
+    q = "what did the zebra do when it was there"
+    assert [h.id for h in idx.search(tenant="t", text=q, mode="text")] == ["topic"]
+    assert idx.search(tenant="t", text=q, mode="text", stopwords=False)[0].id == "fn"
+    # a query of function words only still searches (all its terms)
+    assert [h.id for h in idx.search(tenant="t", text="what did you do", mode="text")] == ["fn"]
+
+
+def _conversation(log: Any) -> None:
+    """Session s: three messages in sequence; session o: one unrelated message."""
+    log.append("session:t:s", [
+        emb(["q"], ["which colour did you paint the shed"], session="s", metadata={"sequence": 1}),
+        emb(["a"], ["bright turquoise with white trim"], session="s", metadata={"sequence": 2}),
+        emb(["x"], ["anyway how was the weekend"], session="s", metadata={"sequence": 3}),
+    ])
+    log.append("session:t:o", [emb(["o"], ["the shed roof leaks"], session="o", metadata={"sequence": 1})])
+
+
+def test_neighbors_lift_the_message_next_to_a_match(fresh) -> None:
+    log, idx, pj = fresh
+    _conversation(log)
+    pj.catch_up()
+    kw = dict(tenant="t", text="colour paint shed", mode="text", top_k=4)
+    plain = [h.id for h in idx.search(**kw)]
+    assert plain[0] == "q" and "a" not in plain  # the answer shares no term with the question
+    kw["mode"] = "hybrid"
+    kw["vector"] = hvec("colour paint shed")
+    base = {h.id: h.score for h in idx.search(**kw)}
+    lifted = {h.id: h.score for h in idx.search(**kw, neighbors=0.6)}
+    assert lifted["a"] == pytest.approx(base["a"] + 0.6 * (base["q"] + base["x"]))
+    assert lifted["o"] == pytest.approx(base["o"])  # alone in its session
+    assert [h.id for h in idx.search(**kw, neighbors=0.6)][:2] == ["q", "a"]
+
+
+def test_session_weight_adds_the_sessions_best_score(fresh) -> None:
+    log, idx, pj = fresh
+    _conversation(log)
+    pj.catch_up()
+    kw = dict(tenant="t", text="colour paint shed", vector=hvec("colour paint shed"), top_k=4)
+    base = {h.id: h.score for h in idx.search(**kw)}
+    sess = {h.id: h.score for h in idx.search(**kw, session_weight=0.4)}
+    best = max(base[k] for k in ("q", "a", "x"))
+    for k in ("q", "a", "x"):
+        assert sess[k] == pytest.approx(base[k] + 0.4 * best)
+    assert sess["o"] == pytest.approx(base["o"] + 0.4 * base["o"])
+
+
+def test_mmr_drops_a_near_duplicate_from_the_top(fresh) -> None:
+    log, idx, pj = fresh
+    v = hvec("alpha beta gamma")
+    other = hvec("alpha delta")
+    dup = v + 0.01 * hvec("noise")
+    log.append("a", [emb(["a1", "a2", "c"], ["alpha beta gamma", "alpha beta gamma again", "alpha delta"],
+                         vectors=np.stack([v, dup / np.linalg.norm(dup), other]))])
+    pj.catch_up()
+    kw = dict(tenant="t", vector=v, mode="vector", top_k=2)
+    assert [h.id for h in idx.search(**kw)] == ["a1", "a2"]
+    assert [h.id for h in idx.search(**kw, mmr=0.3)] == ["a1", "c"]
+    assert [h.id for h in idx.search(**kw, mmr=1.0)] == ["a1", "a2"]  # lambda 1: relevance only
+
+
+def test_recency_half_life_prefers_the_newer_of_two_close_hits(fresh) -> None:
+    log, idx, pj = fresh
+    old, new = dt.datetime(2020, 1, 1, tzinfo=UTC), dt.datetime(2025, 1, 1, tzinfo=UTC)
+    log.append("a", [emb(["old"], ["zebra crossing"], time=old), emb(["new"], ["zebra crossing in town"], time=new)])
+    pj.catch_up()
+    kw = dict(tenant="t", vector=hvec("zebra crossing"), mode="vector")  # cosine scores, no min-max
+    assert [h.id for h in idx.search(**kw)] == ["old", "new"]  # the old one matches better
+    hl = dt.timedelta(days=365)
+    hits = idx.search(**kw, recency_half_life=hl, now=new)
+    assert [h.id for h in hits] == ["new", "old"]
+    plain = {h.id: h.score for h in idx.search(**kw)}
+    age = (new - old) / hl
+    assert hits[1].score == pytest.approx(plain["old"] * 0.5 ** age)
+
+
+def test_confidence_weight_puts_the_surer_fact_first(fresh) -> None:
+    log, idx, pj = fresh
+    log.append("facts:t:u", [emb(["weak"], ["likes green tea"], kind="fact", source="weak", confidence=0.35),
+                             emb(["sure"], ["likes green tea a lot"], kind="fact", source="sure", confidence=1.0)])
+    pj.catch_up()
+    kw = dict(tenant="t", vector=hvec("likes green tea"), mode="vector", kinds=["fact"])  # cosine, no min-max
+    assert [h.id for h in idx.search(**kw)] == ["weak", "sure"]
+    assert [h.id for h in idx.search(**kw, confidence_weight=1.0)] == ["sure", "weak"]
+
+
+@pytest.mark.parametrize("field,value", [
+    ("vector_weight", 1.5), ("vector_weight", "0.5"), ("neighbors", -0.1), ("session_weight", True),
+    ("mmr", 2), ("confidence_weight", float("nan")), ("rescore", 1), ("stopwords", None),
+    ("recency_half_life", 3600), ("recency_half_life", dt.timedelta(0)), ("now", dt.datetime(2025, 1, 1)),
+])
+def test_bad_search_options_name_the_field(fresh, field: str, value: Any) -> None:
+    _, idx, _ = fresh
+    with pytest.raises(InvalidInput) as e:
+        idx.search(tenant="t", text="x", **{field: value})
+    assert field in str(e.value)

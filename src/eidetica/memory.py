@@ -41,6 +41,7 @@ from .events.envelope import events_from_batch
 from .events.streams import meta_stream, parse_stream, schedules_stream, session_stream
 from .events.types import EVENT_TYPES, Event, decode
 from .projections import ChunkIndex, Projection, Projector, SearchHit, StateProjection
+from .projections._index import VECTOR_WEIGHT
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle"]
@@ -223,6 +224,7 @@ class Memory:
             self.log.close()
             raise
         self.extraction_failures = 0
+        self._names: dict[str, tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}  # user -> (sessions, names)
 
     def for_tenant(self, tenant: str) -> "Memory":
         """The same store seen as another tenant (shares the log, indices and actors)."""
@@ -231,6 +233,7 @@ class Memory:
         view = copy.copy(self)
         view.tenant = check_id("tenant", tenant)
         view._owner = False  # closing a view leaves the store open
+        view._names = {}
         view.schedules = Schedules(self.log, view.tenant, self.config, self.clock)
         return view
 
@@ -354,10 +357,22 @@ class Memory:
         check_id("user", user)
         return self.runtime.curator(self.tenant, user).remember(content, category, request_id=uuid.uuid4().hex)
 
-    def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None) -> list[Hit]:
-        """The user's facts most relevant to ``query``."""
+    def recall(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        user: str,
+        category: str | None = None,
+        mmr: float | None = None,
+        recency_half_life: dt.timedelta | None = None,
+        now: dt.datetime | None = None,
+        confidence_weight: float = 0.0,
+    ) -> list[Hit]:
+        """The user's facts most relevant to ``query`` (re-ranking options as in ``search``)."""
         check_id("user", user)
-        return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category)
+        return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
+                            recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
         """The user's active facts, strongest first."""
@@ -407,6 +422,25 @@ class Memory:
         self.runtime.notes(self.tenant, user).delete(note_id)
 
     # -- search ----------------------------------------------------------------------
+    def participant_names(self, user: str) -> frozenset[str]:
+        """Names of the participants of a user's conversations (``metadata["name"]`` of their messages)."""
+        check_id("user", user)
+        self._sync()
+        sessions = self.state.sessions(self.tenant, user)
+        sig = tuple((s.session_id, s.message_count) for s in sessions)
+        cached = self._names.get(user)
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        names: set[str] = set()
+        for s in sessions:
+            for msg in self.state.messages(self.tenant, s.session_id):
+                name = (msg.metadata or {}).get("name")
+                if isinstance(name, str) and name.strip():
+                    names.add(name.strip())
+        out = frozenset(names)
+        self._names[user] = (sig, out)
+        return out
+
     def _search(
         self,
         query: str,
@@ -419,14 +453,19 @@ class Memory:
         session_id: str | None = None,
         min_score: float | None = None,
         mode: str = "hybrid",
+        names: bool = False,
+        **options: Any,
     ) -> list[Hit]:
         check_text("query", query)
         _check_k("top_k", top_k)
-        vector = self.embedder.embed([query])[0] if mode != "text" else None
+        if not isinstance(names, bool):
+            raise InvalidInput("names", "must be True or False", names)
+        q = strip_names(query, self.participant_names(user)) if names and user is not None else query
+        vector = self.embedder.embed([q])[0] if mode != "text" else None
         self._sync()
         kw = dict(
-            tenant=self.tenant, text=query, vector=vector, top_k=top_k, mode=mode, kinds=kinds, user_id=user,
-            category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score,
+            tenant=self.tenant, text=q, vector=vector, top_k=top_k, mode=mode, kinds=kinds, user_id=user,
+            category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score, **options,
         )
         try:
             hits = self.index.search(**kw)
@@ -451,11 +490,32 @@ class Memory:
         min_score: float = 0.60,
         kinds: Sequence[str] = ("message", "summary"),
         mode: str = "hybrid",
+        names: bool = True,
+        candidates: int = 50,
+        vector_weight: float = VECTOR_WEIGHT,
+        neighbors: float | tuple[float, float] = 0.0,
+        session_weight: float = 0.0,
+        mmr: float | None = None,
+        recency_half_life: dt.timedelta | None = None,
+        now: dt.datetime | None = None,
+        confidence_weight: float = 0.0,
     ) -> list[Hit]:
-        """Search a user's conversations across sessions (optionally excluding the current one)."""
+        """Search a user's conversations across sessions (optionally excluding the current one).
+
+        ``names``: drop participants' names (see ``participant_names``) from the query: they
+        say who spoke, not what about. ``candidates``: rows asked of each engine.
+        ``vector_weight``: share of the vector side in hybrid scores. ``neighbors`` /
+        ``session_weight``: add that share of the adjacent messages' / the session's best
+        score to a message. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
+        ``recency_half_life`` (scores halve per half-life of age at ``now``),
+        ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
+        """
         check_id("user", user)
         return self._search(
-            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, min_score=min_score, mode=mode
+            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, min_score=min_score, mode=mode,
+            names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
+            session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
+            confidence_weight=confidence_weight,
         )
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
@@ -858,5 +918,15 @@ def _hit(h: SearchHit) -> Hit:
     return Hit(
         id=h.id, kind=h.kind, text=h.text, score=round(float(h.score), 4), time=h.time, category=h.category,
         session_id=h.session_id, user_id=h.user_id, confidence=h.confidence, source_id=h.source_id,
-        metadata=dict(h.metadata or {}),
+        metadata=dict(h.metadata or {}), vector_score=round(float(h.vector_score), 4),
+        text_score=round(float(h.text_score), 4),
     )
+
+
+def strip_names(query: str, names: Sequence[str] | frozenset[str]) -> str:
+    """The query without the given names (and their possessives); the query itself when nothing would be left."""
+    out = query
+    for name in sorted(names, key=len, reverse=True):  # "Mary Ann" before "Mary"
+        out = re.sub(rf"(?<!\w){re.escape(name)}(?:'s|s'|\u2019s)?(?!\w)", " ", out)
+    out = " ".join(out.split())
+    return out if re.search(r"\w", out) else query

@@ -38,6 +38,8 @@ class Hit(msgspec.Struct, kw_only=True, frozen=True):
     confidence: float = 1.0
     source_id: str = ""
     metadata: dict[str, Any] = {}
+    vector_score: float = 0.0  # cosine similarity to the query (0.0 when not computed)
+    text_score: float = 0.0  # raw BM25 of the query (0.0 when no term matched or not computed)
 
     def __str__(self) -> str:
         label = (self.category or self.kind).replace("_", " ").title()

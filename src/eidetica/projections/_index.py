@@ -22,12 +22,23 @@ from offset 0 equals the incrementally built index.
 
 Scores (``SearchHit.score``)
 ----------------------------
-* hybrid: ``0.7 * v + 0.3 * t`` where v and t are the vector similarity and BM25 score
-  min-max normalised over this query's candidate lists (a row missing from a list gets 0;
-  a list whose scores are all equal normalises to 1). Range [0, 1]; ``min_score`` applies
-  to this fused value. Ties are broken by recency (newer ``time`` first), then id.
+* hybrid: ``w * v + (1 - w) * t`` (``vector_weight`` w, default 0.7) where v and t are the
+  vector similarity and BM25 score min-max normalised over this query's candidate union. With
+  ``rescore`` (default) every candidate is scored on both sides: a row only one engine proposed
+  gets its real cosine (stored vector) or exact BM25 (usually 0: it matched no term); without it
+  a row missing from a list gets 0. A list whose scores are all equal normalises to 1.
 * vector: cosine similarity, 1 - cosine distance, in [-1, 1].
 * text: BM25 divided by the best BM25 of the query, in (0, 1].
+
+Query text: ``stopwords`` (default on) drops English question and function words from the
+BM25 query (all terms are kept when nothing else is left). Then, in this order (all off by
+default): ``neighbors`` (a weight, or a (previous, next) pair) adds that share of the adjacent
+messages' scores (same session, ``sequence`` +-1; the neighbours of the 5 best candidates of
+each engine join the candidates) and ``session_weight`` that share of the session's best score
+(a summary counts for its session); ``confidence_weight`` c multiplies by
+``1 - c + c * confidence``; ``recency_half_life`` h multiplies by ``0.5 ** (age / h)`` (age at
+``now``); ``min_score`` applies to the result; ``mmr`` (lambda) re-orders the best ``4 x top_k``
+by maximal marginal relevance. Ties are broken by recency (newer ``time`` first), then key.
 
 BM25 is computed exactly from the live statistics of the query's tenant (see
 ``_tantivy``), so deleted documents and other tenants never influence a score, and a
@@ -38,6 +49,7 @@ into terms, never parsed as query syntax.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -55,7 +67,7 @@ from ..events import types as ev
 from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
-from ._tantivy import TantivyChunks, analyze
+from ._tantivy import TantivyChunks, query_terms
 
 __all__ = ["ChunkIndex"]
 
@@ -70,6 +82,7 @@ _HANDLED = frozenset({
     "NoteDeleted", "SessionForgotten", "UserForgotten",
 })
 FORMAT = 1
+_SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
 
 
 class _Marks:
@@ -217,6 +230,104 @@ def _minmax(scores: dict[str, float]) -> dict[str, float]:
         return {k: 1.0 for k in scores}
     span = hi - lo
     return {k: (v - lo) / span for k, v in scores.items()}
+
+
+def _number(field: str, value: Any, lo: float, hi: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo <= value <= hi):
+        raise InvalidInput(field, f"must be a number in [{lo:g}, {hi:g}]", value)
+    return float(value)
+
+
+def _pair(field: str, value: Any) -> tuple[float, float]:
+    """A weight for both sides, or a (previous, next) pair of weights, each in [0, 1]."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise InvalidInput(field, "must be a number or a (previous, next) pair", value)
+        return (_number(field, value[0], 0.0, 1.0), _number(field, value[1], 0.0, 1.0))
+    w = _number(field, value, 0.0, 1.0)
+    return (w, w)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    """Validated scoring options of one search (defaults: plain hybrid, no re-ranking)."""
+
+    vector_weight: float = VECTOR_WEIGHT
+    rescore: bool = True
+    stopwords: bool = True
+    neighbors: tuple[float, float] = (0.0, 0.0)
+    session_weight: float = 0.0
+    mmr: float | None = None
+    recency_half_life: dt.timedelta | None = None
+    now: dt.datetime | None = None
+    confidence_weight: float = 0.0
+
+    @classmethod
+    def check(cls, vector_weight: Any, rescore: Any, stopwords: Any, neighbors: Any, session_weight: Any, mmr: Any,
+              recency_half_life: Any, now: Any, confidence_weight: Any) -> "_Options":
+        """Validate every option (``InvalidInput`` names the field)."""
+        for name, v in (("rescore", rescore), ("stopwords", stopwords)):
+            if not isinstance(v, bool):
+                raise InvalidInput(name, "must be True or False", v)
+        if recency_half_life is not None and (
+            not isinstance(recency_half_life, dt.timedelta) or recency_half_life <= dt.timedelta(0)
+        ):
+            raise InvalidInput("recency_half_life", "must be a positive datetime.timedelta", recency_half_life)
+        if now is not None and (not isinstance(now, dt.datetime) or now.utcoffset() is None):
+            raise InvalidInput("now", "must be a timezone-aware datetime", now)
+        return cls(
+            vector_weight=_number("vector_weight", vector_weight, 0.0, 1.0),
+            rescore=rescore,
+            stopwords=stopwords,
+            neighbors=_pair("neighbors", neighbors),
+            session_weight=_number("session_weight", session_weight, 0.0, 1.0),
+            mmr=None if mmr is None else _number("mmr", mmr, 0.0, 1.0),
+            recency_half_life=recency_half_life,
+            now=now,
+            confidence_weight=_number("confidence_weight", confidence_weight, 0.0, 1.0),
+        )
+
+
+def _sequence(r: Row) -> int | None:
+    """A message row's ``sequence`` (from its metadata), None for other rows."""
+    if r.kind != "message" or not r.session_id:
+        return None
+    q = r.meta_dict().get("sequence")
+    return q if isinstance(q, int) and not isinstance(q, bool) else None
+
+
+def _smooth(score: dict[str, float], rows: dict[str, Row], neighbors: tuple[float, float],
+            session: float) -> dict[str, float]:
+    """Add ``neighbors`` x the previous / next messages' scores and ``session`` x the session's best score.
+
+    Adjacent = the same session, message ``sequence`` one less / one more (chunk metadata);
+    only candidates take part. A message's score is its best chunk's; summaries count for
+    their session's best; rows without a session (facts, notes) keep their score.
+    """
+    msg: dict[tuple[str, int], float] = {}
+    best: dict[str, float] = {}
+    seq_of: dict[str, int] = {}
+    for k, s in score.items():
+        r = rows[k]
+        if not r.session_id:
+            continue
+        best[r.session_id] = max(best.get(r.session_id, 0.0), s)
+        if r.kind == "message":
+            q = r.meta_dict().get("sequence")
+            if isinstance(q, int) and not isinstance(q, bool):
+                seq_of[k] = q
+                msg[(r.session_id, q)] = max(msg.get((r.session_id, q), 0.0), s)
+    out = dict(score)
+    for k, s in score.items():
+        r = rows[k]
+        if not r.session_id:
+            continue
+        add = session * best.get(r.session_id, 0.0)
+        q = seq_of.get(k)
+        if q is not None:
+            add += neighbors[0] * msg.get((r.session_id, q - 1), 0.0) + neighbors[1] * msg.get((r.session_id, q + 1), 0.0)
+        out[k] = s + add
+    return out
 
 
 class ChunkIndex(Projection):
@@ -621,18 +732,37 @@ class ChunkIndex(Projection):
         until: dt.datetime | None = None,
         min_score: float | None = None,
         candidates: int = 50,
+        vector_weight: float = VECTOR_WEIGHT,
+        rescore: bool = True,
+        stopwords: bool = True,
+        neighbors: float | tuple[float, float] = 0.0,
+        session_weight: float = 0.0,
+        mmr: float | None = None,
+        recency_half_life: dt.timedelta | None = None,
+        now: dt.datetime | None = None,
+        confidence_weight: float = 0.0,
     ) -> list[SearchHit]:
-        """Hybrid / vector / text search within one tenant (``since`` inclusive, ``until`` exclusive)."""
+        """Hybrid / vector / text search within one tenant (``since`` inclusive, ``until`` exclusive).
+
+        Options (see the module docstring for the scores): ``candidates`` rows asked of each
+        engine; ``vector_weight`` of the vector side in hybrid (the text side gets the rest);
+        ``rescore`` scores every candidate on both sides; ``stopwords`` drops question words
+        from the BM25 query; ``neighbors`` / ``session_weight`` add that share of the adjacent
+        messages' / the session's best score; ``confidence_weight``, ``recency_half_life``
+        (with ``now``) and ``mmr`` (lambda) re-rank.
+        """
         if mode not in MODES:
             raise InvalidInput("mode", f"must be one of {', '.join(MODES)}", mode)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
             raise InvalidInput("top_k", "must be an int >= 0", top_k)
         if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
             raise InvalidInput("candidates", "must be an int >= 1", candidates)
-        if min_score is not None and not isinstance(min_score, (int, float)):
+        if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, (int, float))):
             raise InvalidInput("min_score", "must be a number", min_score)
         if text is not None and not isinstance(text, str):
             raise InvalidInput("text", f"must be a string, not {type(text).__name__}", text)
+        opts = _Options.check(vector_weight, rescore, stopwords, neighbors, session_weight, mmr,
+                              recency_half_life, now, confidence_weight)
         f = Filters.build(tenant, kinds, user_id, session_id, exclude_session, category, since, until)
         qvec = self._query_vector(vector)
         if text is None and qvec is None:
@@ -655,7 +785,7 @@ class ChunkIndex(Projection):
         # A user- or session-scoped query admits few rows: an exact search over the (indexed)
         # prefilter beats probing ANN partitions that mostly hold other users' rows.
         narrow = user_id is not None or session_id is not None
-        terms = analyze(text) if (text is not None and mode != "vector") else []
+        terms = query_terms(text, stopwords=opts.stopwords) if (text is not None and mode != "vector") else []
         vec_hits: list[tuple[str, float]] = []
         txt_hits: list[tuple[float, Row]] = []
         if mode == "hybrid" and terms:
@@ -668,7 +798,7 @@ class ChunkIndex(Projection):
             txt_hits = self._text.search(f, terms, fetch)
         vec_hits = sorted(vec_hits, key=lambda h: (h[1], h[0]))[:n]
         txt_hits = sorted(txt_hits, key=lambda h: (-h[0], -h[1].ts, h[1].key))[:n]
-        return self._fuse(mode, f, vec_hits, txt_hits, top_k, min_score)
+        return self._fuse(mode, f, vec_hits, txt_hits, top_k, min_score, opts, qvec, terms)
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -698,47 +828,142 @@ class ChunkIndex(Projection):
         txt_hits: list[tuple[float, Row]],
         top_k: int,
         min_score: float | None,
+        opts: "_Options | None" = None,
+        qvec: np.ndarray | None = None,
+        terms: Sequence[str] = (),
     ) -> list[SearchHit]:
+        opts = opts or _Options()
         vsim = {k: 1.0 - float(d) for k, d in vec_hits}
         rows: dict[str, Row] = {}
         bm25: dict[str, float] = {}
         for s, r in txt_hits:
             bm25[r.key] = s
             rows[r.key] = r
+        missing = [k for k in vsim if k not in rows]
+        if missing:
+            rows.update(self._text.fetch(f.tenant, missing))
+        # (a key missing from Tantivy was written to LanceDB mid-apply: dropped)
+        rows = {k: r for k, r in rows.items() if r.tenant == f.tenant}
+        vecs: dict[str, np.ndarray] = {}
+        if any(opts.neighbors):
+            # The messages next to the best candidates join the candidates (an answer often
+            # shares no word with the question it follows), scored like any other row.
+            seeds = [k for k, _ in sorted(vsim.items(), key=lambda x: -x[1])[:_SEEDS]]
+            seeds += [k for k, _ in sorted(bm25.items(), key=lambda x: -x[1])[:_SEEDS]]
+            extra = self._neighbours(f, rows, list(dict.fromkeys(seeds)))
+            if extra:
+                if mode != "vector":
+                    for r, sc in zip(extra, self._text.score(f.tenant, terms, extra)):
+                        bm25[r.key] = sc
+                if mode != "text" and qvec is not None:
+                    got = self._lance.vectors(f.tenant, [r.key for r in extra])
+                    qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
+                    for k, v in got.items():
+                        vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
+                    vecs.update(got)
+                rows.update((r.key, r) for r in extra)
+        if mode == "hybrid" and opts.rescore:
+            # Score the whole union on both sides: a row one engine missed gets its real
+            # cosine / BM25 rather than 0 (its exact BM25 is usually 0: it matched no term).
+            only_v = [k for k in vsim if k not in bm25 and k in rows]
+            for k, sc in zip(only_v, self._text.score(f.tenant, terms, [rows[k] for k in only_v])):
+                bm25[k] = sc
+            only_t = [k for k in bm25 if k not in vsim]
+            if only_t and qvec is not None:
+                got = self._lance.vectors(f.tenant, only_t)
+                qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
+                for k, v in got.items():
+                    vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
+                vecs.update(got)
         if mode == "hybrid":
             nv, nt = _minmax(vsim), _minmax(bm25)
-            score = {k: VECTOR_WEIGHT * nv.get(k, 0.0) + TEXT_WEIGHT * nt.get(k, 0.0) for k in nv.keys() | nt.keys()}
+            w = opts.vector_weight
+            score = {k: w * nv.get(k, 0.0) + (1.0 - w) * nt.get(k, 0.0) for k in (nv.keys() | nt.keys()) if k in rows}
         elif mode == "vector":
-            score = dict(vsim)
+            score = {k: v for k, v in vsim.items() if k in rows}
         else:
             best = max(bm25.values(), default=1.0) or 1.0
-            score = {k: v / best for k, v in bm25.items()}
-        order = sorted(score, key=lambda k: (-score[k], k))
+            score = {k: v / best for k, v in bm25.items() if k in rows}
+        if any(opts.neighbors) or opts.session_weight:
+            score = _smooth(score, rows, opts.neighbors, opts.session_weight)
+        if opts.confidence_weight:
+            cw = opts.confidence_weight
+            score = {k: s * (1.0 - cw + cw * min(1.0, max(0.0, float(rows[k].confidence)))) for k, s in score.items()}
+        if opts.recency_half_life is not None:
+            now_us = to_us(opts.now) if opts.now is not None else to_us(dt.datetime.now(dt.timezone.utc))
+            hl = opts.recency_half_life.total_seconds() * 1e6
+            score = {k: s * 0.5 ** (max(0, now_us - rows[k].ts) / hl) for k, s in score.items()}
+        order = sorted(score, key=lambda k: (-score[k], -rows[k].ts, k))
         if min_score is not None:
             order = [k for k in order if score[k] >= min_score]
+        if opts.mmr is not None and len(order) > 1:
+            order = self._mmr(f, order, score, opts.mmr, top_k, vecs)
         out: list[SearchHit] = []
-        start = 0
-        while len(out) < top_k and start < len(order):
-            end = start + (top_k - len(out))
-            while end < len(order) and score[order[end]] == score[order[end - 1]]:
-                end += 1  # the whole tie group at the cut: recency decides inside it
-            want = order[start:end]
-            start = end
-            missing = [k for k in want if k not in rows]
-            if missing:
-                rows.update(self._text.fetch(f.tenant, missing))
-            found = [rows[k] for k in want if k in rows and rows[k].tenant == f.tenant]
-            # (a key missing from Tantivy was written to LanceDB mid-apply: skipped)
-            found.sort(key=lambda r: (-score[r.key], -r.ts, r.key))
-            for r in found[: top_k - len(out)]:
-                k = r.key
-                out.append(SearchHit(
-                    id=r.id, kind=r.kind, text=r.text, score=float(score[k]), time=from_us(r.ts), tenant=r.tenant,
-                    user_id=r.user_id, session_id=r.session_id, category=r.category,
-                    confidence=float(r.confidence), source_id=r.source_id, metadata=r.meta_dict(),
-                    vector_score=vsim.get(k, 0.0), text_score=bm25.get(k, 0.0),
-                ))
+        for k in order[:top_k]:
+            r = rows[k]
+            out.append(SearchHit(
+                id=r.id, kind=r.kind, text=r.text, score=float(score[k]), time=from_us(r.ts), tenant=r.tenant,
+                user_id=r.user_id, session_id=r.session_id, category=r.category,
+                confidence=float(r.confidence), source_id=r.source_id, metadata=r.meta_dict(),
+                vector_score=vsim.get(k, 0.0), text_score=bm25.get(k, 0.0),
+            ))
         return out
+
+    def _neighbours(self, f: Filters, rows: dict[str, Row], seeds: list[str]) -> list[Row]:
+        """Message rows adjacent (sequence +-1, same session) to the seed rows that are not candidates yet."""
+        have: set[tuple[str, int]] = set()
+        for r in rows.values():
+            q = _sequence(r)
+            if q is not None:
+                have.add((r.session_id, q))
+        out: dict[str, Row] = {}
+        for k in seeds:
+            r = rows.get(k)
+            q = _sequence(r) if r is not None else None
+            if r is None or q is None:
+                continue
+            for after, want in ((False, q - 1), (True, q + 1)):
+                if (r.session_id, want) in have:
+                    continue
+                have.add((r.session_id, want))
+                for n in self._text.adjacent(f, r.session_id, r.ts, after=after):
+                    if _sequence(n) == want and n.key not in rows and n.tenant == f.tenant:
+                        out[n.key] = n
+        return list(out.values())
+
+    def _mmr(self, f: Filters, order: list[str], score: dict[str, float], lam: float, top_k: int,
+             vecs: dict[str, np.ndarray]) -> list[str]:
+        """Maximal marginal relevance over the best ``4 x top_k`` rows.
+
+        Greedy: next = argmax lam x relevance - (1 - lam) x (max cosine to the rows chosen so
+        far), relevance = score / best score. The rows after the chosen ones keep their order.
+        """
+        pool = order[: max(4 * top_k, top_k + 10)]
+        need = [k for k in pool if k not in vecs]
+        if need:
+            vecs = {**vecs, **self._lance.vectors(f.tenant, need)}
+        pool = [k for k in pool if k in vecs]
+        if len(pool) < 2:
+            return order
+        mat = np.stack([vecs[k] for k in pool]).astype(np.float32)
+        mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
+        sims = mat @ mat.T
+        rel = np.array([score[k] for k in pool], dtype=np.float64)
+        top = float(np.abs(rel).max())
+        rel = rel / top if top > 1e-12 else np.ones_like(rel)  # the best relevance is 1, ratios kept
+        chosen: list[int] = []
+        best_sim = np.full(len(pool), -np.inf)
+        left = list(range(len(pool)))
+        while left and len(chosen) < top_k:
+            red = np.where(np.isfinite(best_sim[left]), best_sim[left], 0.0)
+            val = lam * rel[left] - (1.0 - lam) * red
+            i = left[int(np.argmax(val))]  # first maximum: ties keep the relevance order
+            chosen.append(i)
+            left.remove(i)
+            best_sim = np.maximum(best_sim, sims[i])
+        picked = [pool[i] for i in chosen]
+        taken = set(picked)
+        return picked + [k for k in order if k not in taken]
 
     # -- inspection (tests, tools) -----------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

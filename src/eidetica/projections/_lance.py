@@ -326,6 +326,23 @@ class LanceChunks:
         """Every row without its vector, as Arrow batches (for rebuilding the text index)."""
         yield from self._scan([c for c in _COLUMNS if c != "time"], None)
 
+    def vectors(self, tenant: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors of rows by key within one tenant (query side: rescoring, MMR)."""
+        from ._rows import sql_str
+
+        out: dict[str, np.ndarray] = {}
+        keys = list(dict.fromkeys(keys))
+        for i in range(0, len(keys), 512):
+            part = keys[i : i + 512]
+            where = f"tenant = {sql_str(tenant)} AND key IN (" + ", ".join(sql_str(k) for k in part) + ")"
+            t = self.table.search().where(where).select(["key", "vector"]).limit(len(part)).to_arrow()
+            if not t.num_rows:
+                continue
+            flat = t.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            mat = np.asarray(flat, dtype=np.float32).reshape(t.num_rows, self.dim)
+            out.update(zip(t.column("key").to_pylist(), mat))
+        return out
+
     def iter_rows(self, batch_rows: int = 20_000) -> Iterator[list[Row]]:
         """Every row without its vector, in batches (for rebuilding the text index)."""
         cols = [c for c in _COLUMNS if c != "time"]

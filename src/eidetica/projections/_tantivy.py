@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import threading
 from collections import Counter
@@ -36,7 +37,7 @@ from tantivy import Document, Filter, Index, Occur, Query, SchemaBuilder, TextAn
 from ._base import fsync_dir
 from ._rows import Filters, Pred, Row, term_value
 
-__all__ = ["TantivyChunks", "analyze", "ANALYZER"]
+__all__ = ["TantivyChunks", "analyze", "query_terms", "QUERY_STOPWORDS", "ANALYZER"]
 
 ANALYZER = "eid_en_v2"
 _KEYWORDS = ("tenant", "user_id", "session_id", "kind", "category", "source_id")
@@ -64,6 +65,26 @@ def tokens(text: str) -> list[str]:
 def analyze(text: str) -> list[str]:
     """The distinct index terms of a query text, in first-seen order (at most 64)."""
     return list(dict.fromkeys(tokens(text)))[:_MAX_TERMS]
+
+
+# Function words of English questions that the index's stopword filter keeps (it drops only
+# Lucene's 33 words): they match most documents and add noise, not topic, to a BM25 query.
+QUERY_STOPWORDS = frozenset(
+    """a an the is are was were be been being am do does did doing done has have had having of to in on
+    for with at by from and or but if that this these those it its as about into than then there
+    what when where who whom whose which why how would could should will can may might shall must
+    any some ever i me my we our you your he him his she her they them their
+    also just very much many more most other such own same so too""".split()
+)
+_WORD = re.compile(r"[\w']+")
+
+
+def query_terms(text: str, *, stopwords: bool = True) -> list[str]:
+    """Index terms of a user query, question/function words dropped (all terms when nothing else is left)."""
+    if not stopwords:
+        return analyze(text)
+    kept = " ".join(w for w in _WORD.findall(text) if w.lower().strip("'") not in QUERY_STOPWORDS)
+    return analyze(kept) or analyze(text)
 
 
 def _schema() -> tantivy.Schema:
@@ -287,12 +308,23 @@ class TantivyChunks:
         if not res.hits:
             return []
         rows = [Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits]
-        n_docs, avgdl = self._tenant_stats(searcher, gen, f.tenant)
+        scored = list(zip(self._bm25(searcher, gen, f.tenant, terms, rows), rows))
+        scored.sort(key=lambda x: (-x[0], -x[1].ts, x[1].key))
+        return scored[:limit]
+
+    def score(self, tenant: str, terms: Sequence[str], rows: Sequence[Row]) -> list[float]:
+        """Exact per-tenant BM25 of given rows for analyzed ``terms`` (0.0 for a row matching none)."""
+        if not terms or not rows:
+            return [0.0] * len(rows)
+        return self._bm25(self.index.searcher(), self._gen, tenant, terms, rows)
+
+    def _bm25(self, searcher: Any, gen: int, tenant: str, terms: Sequence[str], rows: Sequence[Row]) -> list[float]:
+        n_docs, avgdl = self._tenant_stats(searcher, gen, tenant)
         idf = {}
         for t in terms:
-            df = self._df(searcher, gen, f.tenant, t)
+            df = self._df(searcher, gen, tenant, t)
             idf[t] = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-        scored = []
+        out = []
         for r in rows:
             tf = Counter(tokens(r.text))
             norm = K1 * (1.0 - B + B * doc_len(r.text) / avgdl) if avgdl > 0 else K1
@@ -301,9 +333,8 @@ class TantivyChunks:
                 c = tf.get(t, 0)
                 if c:
                     s += idf[t] * c * (K1 + 1.0) / (c + norm)
-            scored.append((s, r))
-        scored.sort(key=lambda x: (-x[0], -x[1].ts, x[1].key))
-        return scored[:limit]
+            out.append(s)
+        return out
 
     def _cached(self, gen: int, key: Any, compute: Any) -> Any:
         with self._cache_lock:
@@ -337,6 +368,21 @@ class TantivyChunks:
             return int(searcher.search(q, 1, count=True).count or 0)
 
         return self._cached(gen, ("df", tenant, term), compute)
+
+    def adjacent(self, f: Filters, session_id: str, ts: int, *, after: bool, limit: int = 4) -> list[Row]:
+        """The message rows of a session (within the filters) closest in time before / after ``ts``."""
+        span = Query.range_query(SCHEMA, "ts", tantivy.FieldType.Integer,
+                                 ts + 1 if after else None, None if after else ts - 1, True, True)
+        q = Query.boolean_query([
+            (Occur.Must, filter_query(f)),
+            (Occur.Must, _term("session_id", session_id)),
+            (Occur.Must, _term("kind", "message")),
+            (Occur.Must, span),
+        ])
+        searcher = self.index.searcher()
+        res = searcher.search(q, limit, count=False, order_by_field="ts",
+                              order=tantivy.Order.Asc if after else tantivy.Order.Desc)
+        return [Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits]
 
     def fetch(self, tenant: str, keys: Sequence[str]) -> dict[str, Row]:
         """Rows by key within one tenant."""

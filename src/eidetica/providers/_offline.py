@@ -79,9 +79,19 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s and s.strip()]
 
 
+# A transcript line's speaker label ("Caroline: I'm a teacher."): a capitalised name of at most
+# three words, then a colon. Removed before extraction, so the first-person patterns see the clause.
+_SPEAKER_LABEL = re.compile(r"^\s*[A-Z][\w'.-]{0,30}(?: [A-Z][\w'.-]{0,30}){0,2}:\s+")
+
+
+def strip_speaker_label(text: str) -> str:
+    """Text without a leading "Name: " speaker label (unchanged when it has none)."""
+    return _SPEAKER_LABEL.sub("", text, count=1)
+
+
 def _clauses(text: str) -> list[tuple[str, bool]]:
     out: list[tuple[str, bool]] = []
-    for sent in split_sentences(_normalise_quotes(text)):
+    for sent in split_sentences(strip_speaker_label(_normalise_quotes(text))):
         question = sent.rstrip().endswith("?")
         for clause in _CLAUSE_SPLIT.split(sent):
             clause = _FILLER.sub("", clause.strip()).strip()
