@@ -37,7 +37,7 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -271,10 +271,11 @@ class SearchParams:
     vector_weight: float = 0.7  # share of the vector side in the hybrid score (the product default)
     neighbors: float = 0.0  # share of the previous / next message's score a message gains
     session_weight: float = 0.0  # share of the best score of the same session
+    speaker_weight: float = 0.0  # added to turns spoken by a participant the question names
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for ``Memory.search``."""
-        return {"vector_weight": self.vector_weight, "neighbors": self.neighbors, "session_weight": self.session_weight}
+        return asdict(self)
 
 
 # Chosen on the LoCoMo dev split only (overall recall@10 over a coarse grid, never per question
@@ -312,14 +313,14 @@ def make_llm(base_url: str | None, model: str, api_key_env: str) -> Any:
     return OfflineLLM()
 
 
-def open_memory(store: Path, tenant: str, embedder: Any, llm: Any) -> Any:
+def open_memory(store: Path, tenant: str, embedder: Any, llm: Any, config: Any = None) -> Any:
     """Open the store for one tenant through the public API."""
     import eidetica
 
     opener = getattr(eidetica, "open", None)
     if opener is None:  # the facade's own module, before the package re-exports it
         from eidetica.memory import open as opener
-    return opener(store, tenant=tenant, embedder=embedder, llm=llm)
+    return opener(store, tenant=tenant, embedder=embedder, llm=llm, config=config)
 
 
 def ingest(m: Any, conv: Conversation, *, summarize: bool, advance: Callable[[int], None] = lambda n: None) -> None:
@@ -408,6 +409,7 @@ def run_eval(
     log: Callable[[str], None] = print,
     params: Mapping[str, SearchParams] | None = None,
     holdout: bool = False,
+    config: Any = None,
 ) -> dict[str, Any]:
     """Ingest each conversation as its own tenant, evaluate every mode, return the results dict."""
     ks = tuple(sorted(set(ks)))
@@ -423,14 +425,14 @@ def run_eval(
     bar = _progress(progress, total_turns)
     try:
         for conv in conversations:
-            m = open_memory(root, f"locomo-{conv.conv_id}", emb, llm)
+            m = open_memory(root, f"locomo-{conv.conv_id}", emb, llm, config)
             try:
                 t0 = time.perf_counter()
                 ingest(m, conv, summarize="derived" in modes, advance=bar.advance)
                 ingest_s += time.perf_counter() - t0
                 skipped += evaluate_conversation(m, conv, modes, ks, results, params)
                 if holdout:
-                    grid_scores[conv.conv_id] = grid_recall(m, conv, HOLDOUT_MODE, GRID)
+                    grid_scores[conv.conv_id] = grid_recall(m, conv, HOLDOUT_MODE, GRID, 10, max(ks))
                 stats = m.stats()
                 facts = len(m.list_memories(user=USER, limit=10_000))
                 log(f"conversation {conv.conv_id}: {conv.n_turns} turns, {len(conv.questions)} questions, "
@@ -471,11 +473,17 @@ def run_eval(
 HOLDOUT_MODE = "derived"
 
 
-def grid_recall(m: Any, conv: Conversation, mode: str, grid: Sequence[SearchParams], k: int = 10) -> list[list[float]]:
-    """recall@k of every question with evidence (inner lists) under every parameter set of the grid (outer)."""
+def grid_recall(
+    m: Any, conv: Conversation, mode: str, grid: Sequence[SearchParams], k: int = 10, kmax: int = 25
+) -> list[list[float]]:
+    """recall@k of every question with evidence (inner lists) under every parameter set of the grid (outer).
+
+    Retrieves ``kmax`` like the tables do and cuts to ``k``: the search's candidate pool grows
+    with ``top_k``, so asking for fewer would score a slightly different search.
+    """
     out = []
     for p in grid:
-        out.append([score_question(retrieve(m, conv, q.question, mode, k, p), q.evidence, (k,))[k][0]
+        out.append([score_question(retrieve(m, conv, q.question, mode, kmax, p)[:k], q.evidence, (k,))[k][0]
                     for q in conv.questions if q.evidence])
     return out
 
@@ -621,6 +629,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--holdout", action="store_true",
                     help="also leave-one-conversation-out: choose the derived mode's parameters from GRID on the "
                          "other conversations, score the held-out one (adds about 10 s per grid point per conversation)")
+    ap.add_argument("--embed-context", type=int, default=None,
+                    help="MemoryConfig.embed_context: previous turns that lead a turn's embedding input "
+                         "(default: the product's default)")
     args = ap.parse_args(argv)
     if any(k < 1 for k in args.k):
         ap.error("--k values must be >= 1")
@@ -631,9 +642,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     convs = load_dataset(data, args.limit_conversations)
     llm = make_llm(args.llm_base_url, args.llm_model, args.llm_api_key_env)
     modes = list(dict.fromkeys(args.modes))
+    config = None
+    if args.embed_context is not None:
+        from eidetica import MemoryConfig
+
+        config = MemoryConfig(embed_context=args.embed_context)
     log = (lambda s: print(s, file=sys.stderr)) if args.json else (lambda s: print(s, flush=True))
     results = run_eval(convs, modes=modes, ks=args.k, store=Path(args.store) if args.store else None,
-                       embedder=args.embedder, llm=llm, progress=not args.json, log=log, holdout=args.holdout)
+                       embedder=args.embedder, llm=llm, progress=not args.json, log=log, holdout=args.holdout,
+                       config=config)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     if not args.json:

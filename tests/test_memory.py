@@ -9,12 +9,13 @@ import threading
 import textwrap
 import time
 
+import numpy as np
 import pytest
 
 import eidetica
 from eidetica.actors import MemoryConfig, Summarizer
 from eidetica.errors import EmbeddingModelChanged, InvalidInput, NotFound, WrongExpectedVersion
-from eidetica.events.streams import facts_stream, summary_stream
+from eidetica.events.streams import facts_stream, session_stream, summary_stream
 from eidetica.providers import HashEmbedder, OfflineLLM
 
 T0 = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.timezone.utc)
@@ -416,6 +417,54 @@ def test_search_drops_participant_names_from_the_query(mem) -> None:
     assert mem.participant_names("ada") == {"Ana", "Ben", "Cy"}
 
 
+def test_speaker_weight_prefers_what_the_named_participant_said(mem) -> None:
+    s = mem.session("chat", user="ada")
+    s.append("user", "Ben: I paint, I paint every day, painting is my life", metadata={"name": "Ben"})
+    s.append("user", "Ana: I paint portraits sometimes", metadata={"name": "Ana"})
+    s.append("user", "Ana: the weather is grey", metadata={"name": "Ana"})
+    q = "What does Ana paint?"
+    assert eidetica.memory.names_in(q, mem.participant_names("ada")) == {"Ana"}
+    plain = [h.text for h in mem.search(q, user="ada", min_score=0.0)]
+    assert plain[0].startswith("Ben:")
+    boosted = mem.search(q, user="ada", min_score=0.0, speaker_weight=0.5)
+    assert boosted[0].text == "Ana: I paint portraits sometimes"
+    assert boosted[0].score == pytest.approx(next(h.score for h in mem.search(q, user="ada", min_score=0.0)
+                                                  if h.text.startswith("Ana: I paint")) + 0.5)
+    # a query naming nobody is not boosted
+    def ranked(**kw):
+        return [(h.text, round(h.score, 6)) for h in mem.search("who paints?", user="ada", min_score=0.0, **kw)]
+
+    assert ranked(speaker_weight=0.5) == ranked()
+
+
+@pytest.mark.parametrize("together", [False, True])
+def test_embed_context_finds_a_reply_by_what_it_answers(tmp_path, clock, together) -> None:
+    turns = [("user", "which floor did you park the van on"), ("assistant", "level three, next to the lifts"),
+             ("user", "my van needs new tyres")]
+    emb = HashEmbedder(dim=256)
+    found = {}
+    for ec in (0, 1):
+        cfg = MemoryConfig(embed_context=ec, auto_extract=False)
+        with eidetica.open(tmp_path / f"ec{ec}", embedder=emb, clock=clock, config=cfg) as m:
+            s = m.session("s", user="u")
+            if together:  # the context of a batch's first message comes from the batch itself
+                s.extend([{"role": r, "content": c} for r, c in turns])
+            else:
+                for r, c in turns:
+                    s.append(r, c)
+            hits = m.search("van parking floor", user="u", mode="vector", min_score=-1.0, top_k=3, kinds=["message"])
+            found[ec] = [h.text for h in hits]
+            embedded = [r.decode() for r in m.log.read_stream(session_stream(m.tenant, "s"))]
+        vecs = {e.texts[0]: np.frombuffer(e.vectors, dtype=np.float32) for e in embedded if hasattr(e, "vectors")}
+        want = turns[1][1] if ec == 0 else f"{turns[0][1]}\n{turns[1][1]}"
+        assert np.allclose(vecs[turns[1][1]], emb.embed([want])[0])  # indexed text stays the message's own
+    assert found[0] == [turns[0][1], turns[2][1], turns[1][1]]  # the reply shares no word with the query
+    assert found[1][:2] == [turns[0][1], turns[1][1]]  # the reply now ranks with its question
+    with pytest.raises(InvalidInput) as e:
+        MemoryConfig(embed_context=-1)
+    assert e.value.field == "embed_context"
+
+
 def test_search_hits_carry_both_scores_and_options_are_checked(mem) -> None:
     s = mem.session("chat", user="ada")
     s.append("user", "The zebra crossing near the school")
@@ -423,7 +472,7 @@ def test_search_hits_carry_both_scores_and_options_are_checked(mem) -> None:
     (h, *_) = mem.search("zebra crossing", user="ada", min_score=0.0)
     assert h.text.startswith("The zebra") and h.vector_score > 0 and h.text_score > 0
     for field, value in (("vector_weight", 2.0), ("neighbors", -1), ("mmr", "x"), ("session_weight", None),
-                         ("recency_half_life", 60), ("confidence_weight", 1.5)):
+                         ("recency_half_life", 60), ("confidence_weight", 1.5), ("speaker_weight", 2)):
         with pytest.raises(InvalidInput) as e:
             mem.search("zebra", user="ada", **{field: value})
         assert field in str(e.value)

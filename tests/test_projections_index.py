@@ -484,6 +484,7 @@ def test_confidence_weight_puts_the_surer_fact_first(fresh) -> None:
     ("vector_weight", 1.5), ("vector_weight", "0.5"), ("neighbors", -0.1), ("session_weight", True),
     ("mmr", 2), ("confidence_weight", float("nan")), ("rescore", 1), ("stopwords", None),
     ("recency_half_life", 3600), ("recency_half_life", dt.timedelta(0)), ("now", dt.datetime(2025, 1, 1)),
+    ("speakers", "Ana"), ("speakers", [1]), ("speaker_weight", -0.5),
 ])
 def test_bad_search_options_name_the_field(fresh, field: str, value: Any) -> None:
     _, idx, _ = fresh

@@ -461,6 +461,8 @@ class Memory:
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
         q = strip_names(query, self.participant_names(user)) if names and user is not None else query
+        if options.get("speaker_weight") and user is not None:
+            options["speakers"] = names_in(query, self.participant_names(user))
         vector = self.embedder.embed([q])[0] if mode != "text" else None
         self._sync()
         kw = dict(
@@ -499,6 +501,7 @@ class Memory:
         recency_half_life: dt.timedelta | None = None,
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
+        speaker_weight: float = 0.0,
     ) -> list[Hit]:
         """Search a user's conversations across sessions (optionally excluding the current one).
 
@@ -506,8 +509,9 @@ class Memory:
         say who spoke, not what about. ``candidates``: rows asked of each engine.
         ``vector_weight``: share of the vector side in hybrid scores. ``neighbors`` /
         ``session_weight``: add that share of the adjacent messages' / the session's best
-        score to a message. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
-        ``recency_half_life`` (scores halve per half-life of age at ``now``),
+        score to a message. ``speaker_weight``: added to messages whose speaker the query names
+        (a participant's name; "what does Ana paint?" is answered by Ana). Re-ranking: ``mmr``
+        (lambda, 1 = relevance only), ``recency_half_life`` (scores halve per half-life of age at ``now``),
         ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
         """
         check_id("user", user)
@@ -515,7 +519,7 @@ class Memory:
             query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, min_score=min_score, mode=mode,
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
-            confidence_weight=confidence_weight,
+            confidence_weight=confidence_weight, speaker_weight=speaker_weight,
         )
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
@@ -923,10 +927,20 @@ def _hit(h: SearchHit) -> Hit:
     )
 
 
+def _name_pattern(name: str) -> str:
+    """A regex for a name as a whole word, with its possessive."""
+    return rf"(?<!\w){re.escape(name)}(?:'s|s'|\u2019s)?(?!\w)"
+
+
+def names_in(query: str, names: Sequence[str] | frozenset[str]) -> frozenset[str]:
+    """The given names the query mentions (whole words, possessives included)."""
+    return frozenset(n for n in names if re.search(_name_pattern(n), query))
+
+
 def strip_names(query: str, names: Sequence[str] | frozenset[str]) -> str:
     """The query without the given names (and their possessives); the query itself when nothing would be left."""
     out = query
     for name in sorted(names, key=len, reverse=True):  # "Mary Ann" before "Mary"
-        out = re.sub(rf"(?<!\w){re.escape(name)}(?:'s|s'|\u2019s)?(?!\w)", " ", out)
+        out = re.sub(_name_pattern(name), " ", out)
     out = " ".join(out.split())
     return out if re.search(r"\w", out) else query

@@ -21,6 +21,10 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
     strategy: str = "summarizing"  # simple | sliding_window | summarizing
     chunk_chars: int = 640
     chunk_overlap: int = 96
+    # previous messages of the session whose text leads a message's embedding input (the
+    # indexed text stays the message's own): a reply like "yes, last Tuesday" is found by
+    # what it answers
+    embed_context: int = 0
     max_sessions: int | None = None  # oldest sessions pruned beyond this (None: unlimited)
     # rolling summaries
     summary_trigger: float = 0.80  # summarise when history tokens exceed this share of the budget
@@ -47,6 +51,8 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidInput(name, "must be an int >= 1", v)
+        if isinstance(self.embed_context, bool) or not isinstance(self.embed_context, int) or self.embed_context < 0:
+            raise InvalidInput("embed_context", "must be an int >= 0", self.embed_context)
         if not 0 <= self.chunk_overlap < self.chunk_chars:
             raise InvalidInput("chunk_overlap", "must be >= 0 and below chunk_chars", self.chunk_overlap)
         if self.strategy not in STRATEGIES:

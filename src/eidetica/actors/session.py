@@ -136,6 +136,8 @@ class SessionActor:
             )
         seq = self.last_sequence
         pending_chunks: list[tuple[int, str, str, dict[str, Any], dt.datetime | None, uuid.UUID]] = []
+        inputs: list[str] = []  # what the embedder sees for each pending chunk
+        before = [m.content for m in self.messages[-self.config.embed_context :]] if self.config.embed_context else []
         new_hashes: set[str] = set()
         for k, item in enumerate(items):
             role = item.get("role")
@@ -167,8 +169,11 @@ class SessionActor:
                 new_hashes.add(h)
                 meta = dict(metadata, sequence=seq, role=role)
                 pending_chunks.append((seq, f"{event_id.hex}:{j}", chunk, meta, time, event_id))
+                inputs.append("\n".join([*before, chunk]))
+            if self.config.embed_context:
+                before = [*before, content][-self.config.embed_context :]
         if pending_chunks:
-            vectors = self.embedder.embed([c[2] for c in pending_chunks])
+            vectors = self.embedder.embed(inputs)
             for (s, cid, chunk, meta, time, eid), vec in zip(pending_chunks, vectors):
                 events.append(
                     NewEvent.of(

@@ -35,7 +35,9 @@ BM25 query (all terms are kept when nothing else is left). Then, in this order (
 default): ``neighbors`` (a weight, or a (previous, next) pair) adds that share of the adjacent
 messages' scores (same session, ``sequence`` +-1; the neighbours of the 5 best candidates of
 each engine join the candidates) and ``session_weight`` that share of the session's best score
-(a summary counts for its session); ``confidence_weight`` c multiplies by
+(a summary counts for its session); ``speaker_weight`` adds that much to a message whose
+speaker (message metadata ``"name"``) is one of ``speakers`` (a question about a person is
+mostly answered by what that person said); ``confidence_weight`` c multiplies by
 ``1 - c + c * confidence``; ``recency_half_life`` h multiplies by ``0.5 ** (age / h)`` (age at
 ``now``); ``min_score`` applies to the result; ``mmr`` (lambda) re-orders the best ``4 x top_k``
 by maximal marginal relevance. Ties are broken by recency (newer ``time`` first), then key.
@@ -261,11 +263,16 @@ class _Options:
     recency_half_life: dt.timedelta | None = None
     now: dt.datetime | None = None
     confidence_weight: float = 0.0
+    speakers: frozenset[str] = frozenset()
+    speaker_weight: float = 0.0
 
     @classmethod
     def check(cls, vector_weight: Any, rescore: Any, stopwords: Any, neighbors: Any, session_weight: Any, mmr: Any,
-              recency_half_life: Any, now: Any, confidence_weight: Any) -> "_Options":
+              recency_half_life: Any, now: Any, confidence_weight: Any, speakers: Any = (),
+              speaker_weight: Any = 0.0) -> "_Options":
         """Validate every option (``InvalidInput`` names the field)."""
+        if not isinstance(speakers, (list, tuple, set, frozenset)) or not all(isinstance(x, str) for x in speakers):
+            raise InvalidInput("speakers", "must be a collection of names (strings)", speakers)
         for name, v in (("rescore", rescore), ("stopwords", stopwords)):
             if not isinstance(v, bool):
                 raise InvalidInput(name, "must be True or False", v)
@@ -285,6 +292,8 @@ class _Options:
             recency_half_life=recency_half_life,
             now=now,
             confidence_weight=_number("confidence_weight", confidence_weight, 0.0, 1.0),
+            speakers=frozenset(speakers),
+            speaker_weight=_number("speaker_weight", speaker_weight, 0.0, 1.0),
         )
 
 
@@ -741,6 +750,8 @@ class ChunkIndex(Projection):
         recency_half_life: dt.timedelta | None = None,
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
+        speakers: Sequence[str] | frozenset[str] = (),
+        speaker_weight: float = 0.0,
     ) -> list[SearchHit]:
         """Hybrid / vector / text search within one tenant (``since`` inclusive, ``until`` exclusive).
 
@@ -748,7 +759,8 @@ class ChunkIndex(Projection):
         engine; ``vector_weight`` of the vector side in hybrid (the text side gets the rest);
         ``rescore`` scores every candidate on both sides; ``stopwords`` drops question words
         from the BM25 query; ``neighbors`` / ``session_weight`` add that share of the adjacent
-        messages' / the session's best score; ``confidence_weight``, ``recency_half_life``
+        messages' / the session's best score; ``speaker_weight`` is added to messages spoken
+        by one of ``speakers``; ``confidence_weight``, ``recency_half_life``
         (with ``now``) and ``mmr`` (lambda) re-rank.
         """
         if mode not in MODES:
@@ -762,7 +774,7 @@ class ChunkIndex(Projection):
         if text is not None and not isinstance(text, str):
             raise InvalidInput("text", f"must be a string, not {type(text).__name__}", text)
         opts = _Options.check(vector_weight, rescore, stopwords, neighbors, session_weight, mmr,
-                              recency_half_life, now, confidence_weight)
+                              recency_half_life, now, confidence_weight, speakers, speaker_weight)
         f = Filters.build(tenant, kinds, user_id, session_id, exclude_session, category, since, until)
         qvec = self._query_vector(vector)
         if text is None and qvec is None:
@@ -886,6 +898,10 @@ class ChunkIndex(Projection):
             score = {k: v / best for k, v in bm25.items() if k in rows}
         if any(opts.neighbors) or opts.session_weight:
             score = _smooth(score, rows, opts.neighbors, opts.session_weight)
+        if opts.speaker_weight and opts.speakers:
+            sw, names = opts.speaker_weight, opts.speakers
+            score = {k: s + sw if rows[k].kind == "message" and rows[k].meta_dict().get("name") in names else s
+                     for k, s in score.items()}
         if opts.confidence_weight:
             cw = opts.confidence_weight
             score = {k: s * (1.0 - cw + cw * min(1.0, max(0.0, float(rows[k].confidence)))) for k, s in score.items()}
