@@ -18,7 +18,7 @@ LOCOMO_MODES = {
     "bm25": "`Memory.search(mode=\"text\")`: BM25 (Tantivy en_stem), names and question words out of the query",
     "vector": "`Memory.search(mode=\"vector\")`: MiniLM, participants' names out of the query",
     "hybrid": "`Memory.search()` defaults: candidate union scored on both sides, 0.7 vector + 0.3 BM25, min-max",
-    "context": "hybrid + `neighbors` / `session_weight` (a turn gains a share of its neighbours' and its session's best score)",
+    "context": "hybrid + `neighbors` / `session_weight` (a turn gains a share of its neighbours' and its session's best score) + `speaker_weight` (turns of a participant the question names gain a bonus)",
     "derived": "context over derived keys too: session summaries and facts searched next to the turns (a fact counts as its source turn, a summary lifts its session)",
 }
 # Plain retrievers outside eidetica, from ../shared/data/README.md (measured 2026-11-23 on this machine).
@@ -396,7 +396,7 @@ def _locomo_section(rec: Mapping[str, Any] | None, plots: Mapping[str, str], bas
     ho = e.get("holdout")
     tuned = (
         "Every mode is eidetica's own `Memory.search` (the evaluation only chooses options; query handling and fusion "
-        "are the product's). The `context` / `derived` options (`vector_weight`, `neighbors`, `session_weight`; "
+        "are the product's). The `context` / `derived` options (`vector_weight`, `neighbors`, `session_weight`, `speaker_weight`; "
         "`CONTEXT` / `DERIVED` / `GRID` in `scripts/eval_locomo.py`) were chosen on this same dev split by overall "
         "recall@10 over a coarse grid, never per question or per category, so their dev numbers are optimistic."
     )
@@ -405,9 +405,9 @@ def _locomo_section(rec: Mapping[str, Any] | None, plots: Mapping[str, str], bas
         tuned += (
             f" Leave-one-conversation-out in this run (`--holdout`: for each conversation the grid point best on the other "
             f"four is scored on it): recall@10 **{ho['recall_at_10']:.3f}** over the held-out questions ({folds}), "
-            f"against {ho['tuned_on_all']['recall_at_10']:.3f} for the grid point best on all five (the grid asks "
-            f"`Memory.search` for the top 10 only; the table's rows ask for the top 25, and the candidate pool is "
-            f"max(`candidates`, `top_k`), so the two differ slightly)."
+            f"against {ho['tuned_on_all']['recall_at_10']:.3f} for the grid point best on all five "
+            f"({', '.join(f'{k}={v}' for k, v in ho['tuned_on_all']['params'].items())}; {len(ho.get('grid', []))} grid points, "
+            f"each scored exactly as the table's rows are)."
         )
     else:
         tuned += " This run has no leave-one-conversation-out check (run with `--holdout`)."

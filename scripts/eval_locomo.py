@@ -14,8 +14,8 @@ query handling and fusion):
   search with its defaults (participants' names and question words out of the query, the
   candidate union scored on both sides, 0.7 vector + 0.3 text).
 - ``context``: ``hybrid`` plus the conversation-context options: a message gains a share of its
-  neighbours' scores and of its session's best (``neighbors``, ``session_weight``), with the
-  weights in ``CONTEXT``.
+  neighbours' scores and of its session's best (``neighbors``, ``session_weight``), and a turn
+  spoken by a participant the question names gains ``speaker_weight``; weights in ``CONTEXT``.
 - ``derived``: ``context`` over derived keys too: session summaries and facts are searched next to
   the turns; a fact hit stands for its source turn, a summary hit lifts its session's turns
   (through ``session_weight``).
@@ -280,12 +280,15 @@ class SearchParams:
 
 # Chosen on the LoCoMo dev split only (overall recall@10 over a coarse grid, never per question
 # or per category); ``--holdout`` re-chooses them on four conversations and scores the fifth.
-CONTEXT = SearchParams(vector_weight=0.5, neighbors=0.2, session_weight=0.3)
-DERIVED = SearchParams(vector_weight=0.5, neighbors=0.2, session_weight=0.4)
-# the grid --holdout searches (CONTEXT is in it)
+CONTEXT = SearchParams(vector_weight=0.5, neighbors=0.2, session_weight=0.3, speaker_weight=0.15)
+DERIVED = SearchParams(vector_weight=0.5, neighbors=0.2, session_weight=0.4, speaker_weight=0.15)
+# the grid --holdout searches (DERIVED is in it)
 GRID = tuple(
-    SearchParams(vector_weight=w, neighbors=n, session_weight=s)
-    for w in (0.5, 0.7) for n in (0.1, 0.2) for s in (0.2, 0.3, 0.4)
+    SearchParams(vector_weight=w, neighbors=n, session_weight=s, speaker_weight=sp)
+    for sp in (0.1, 0.2) for w in (0.5, 0.6) for n in (0.1, 0.2) for s in (0.3, 0.4)
+) + tuple(
+    SearchParams(vector_weight=w, neighbors=n, session_weight=s, speaker_weight=sp)
+    for sp in (0.15, 0.3) for w in (0.5, 0.6) for n in (0.1, 0.2) for s in (0.3, 0.4)
 )
 
 
