@@ -431,9 +431,7 @@ class ArrowLog(BatchLog):
         """
         if self.readonly:
             raise InvalidInput("log", "is open read-only")
-        self._stop_writers()
-        for p in list(self._open):
-            self._finish(p)
+        self._stop_writers()  # finishes every open segment (_close_partition)
         rewritten = redacted = 0
         before = self.disk_bytes()
         for p, wanted in offsets.items():
@@ -469,9 +467,7 @@ class ArrowLog(BatchLog):
         """Flush and close segments, release the write lock."""
         if self.closed:
             return
-        super().close()
-        for p in list(self._open):
-            self._finish(p)
+        super().close()  # finishes every open segment (_close_partition)
         self._release()
 
     def disk_bytes(self) -> int:

@@ -127,7 +127,7 @@ class EventLog(abc.ABC):
 class _Request:
     """One caller's append, waiting in its partition's queue."""
 
-    __slots__ = ("stream", "events", "keys", "expected", "result", "error", "lead", "abandoned", "_gate")
+    __slots__ = ("stream", "events", "keys", "expected", "result", "error", "lead", "abandoned", "next", "_gate")
 
     def __init__(self, stream: str, events: list[NewEvent], keys: list[int], expected: int) -> None:
         self.stream = stream
@@ -138,6 +138,7 @@ class _Request:
         self.error: BaseException | None = None
         self.lead = False  # woken to lead the next group rather than with a result
         self.abandoned = False  # the caller stopped waiting (interrupted): never hand it the lead
+        self.next: _Request | None = None  # the caller of the same commit to wake after this one
         # A bare lock held until the request is answered: the cheapest wake-up CPython has
         # (threading.Event adds a Condition and a second lock per wait).
         self._gate = _thread.allocate_lock()
@@ -186,6 +187,11 @@ class _Partition:
         self.commit_lock = threading.Lock()  # one commit (or sync, or close) at a time
         self.dirty = False  # written but not yet fsynced (fsync='batch')
         self.wrote = False
+
+    def maybe_gathered(self) -> None:
+        """Wake a gathering leader once every caller inside append() has queued (lock held)."""
+        if self.gathering and len(self.pending) >= self.active:
+            self.full.notify()
 
     def record(self, runs: list[Run], locator: Any) -> None:
         """Fold one committed batch, given as its runs."""
@@ -312,18 +318,16 @@ class BatchLog(EventLog):
     ) -> tuple[int, int]:
         """Append events to a stream atomically; returns (first_offset, last_offset)."""
         evs, keys = validate_append(stream, events, expected_version, self.max_payload_bytes)
-        self._check_open()
         part = self._parts[self.partition_of(stream)]
         req = _Request(stream, evs, keys, expected_version)
         with part.lock:
-            if part.stopped:
+            if part.stopped:  # set by close() before ``closed``, so this covers a closed log
                 raise InvalidInput("log", "is closed")
             part.pending.append(req)
             part.active += 1
             lead = not part.leading
             part.leading = True
-            if part.gathering and len(part.pending) >= part.active:
-                part.full.notify()
+            part.maybe_gathered()
         try:
             if not lead:
                 self._follow(part, req)
@@ -332,8 +336,9 @@ class BatchLog(EventLog):
         finally:
             with part.lock:
                 part.active -= 1
-                if part.gathering and len(part.pending) >= part.active:
-                    part.full.notify()
+                part.maybe_gathered()
+            if req.next is not None:
+                req.next.wake()
         if req.error is not None:
             raise req.error
         assert req.result is not None
@@ -408,13 +413,17 @@ class BatchLog(EventLog):
                 if r.error is None:
                     r.error, r.result = e, None
         finally:
-            for r in reqs:
-                if not r.lead:  # a handed-over leader's gate is open already
-                    r.wake()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise InvalidInput("log", "is closed")
+            # Wake the callers one after another rather than all at once: each passes the
+            # wake-up on as it leaves append(), so only one of them wants the GIL at a time
+            # instead of all of them piling onto it (a second sleep and wake-up each).
+            # Built under the lock: an interrupted caller marks itself abandoned under it, and
+            # one that is already in the chain passes the wake-up on as it leaves.
+            with part.lock:
+                chain = [r for r in reqs if not r.lead and not r.abandoned]
+                for a, b in zip(chain, chain[1:]):
+                    a.next = b
+            if chain:
+                chain[0].wake()
 
     def _start_flusher(self) -> None:
         """fsync='batch': one background thread syncs written partitions every fsync_interval."""
