@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import sys
 import uuid
 import zlib
@@ -190,8 +191,19 @@ def _strings(values: list[str]) -> pa.Array:
     """A string column; one repeated value (the common case) is built without a Python loop."""
     first = values[0]
     if values.count(first) == len(values):
-        return pa.repeat(pa.scalar(first, pa.string()), len(values))
+        return _same(first, len(values))
     return pa.array(values, pa.string())
+
+
+def _same(value: str, n: int) -> pa.Array:
+    """``n`` copies of one string; small columns come from a cache (arrays are immutable)."""
+    return _small_same(value, n) if n <= 64 else pa.repeat(pa.scalar(value, pa.string()), n)
+
+
+@functools.lru_cache(maxsize=1024)
+def _small_same(value: str, n: int) -> pa.Array:
+    """Cached ``n`` copies of ``value``: the same few types, tenants and streams recur in commit after commit."""
+    return pa.repeat(pa.scalar(value, pa.string()), n)
 
 
 def batch_from_runs(runs: Sequence[Run], now: dt.datetime) -> pa.RecordBatch:
@@ -215,7 +227,7 @@ def batch_from_runs(runs: Sequence[Run], now: dt.datetime) -> pa.RecordBatch:
     ids = b"".join([k.to_bytes(16, "big") for k in keys])
     if len(runs) == 1:
         versions = _fixed(pa.int64(), n, np.arange(r0.first_version, r0.first_version + n, dtype=np.int64))
-        streams = pa.repeat(pa.scalar(r0.stream, pa.string()), n)
+        streams = _same(r0.stream, n)
     else:  # many small runs (group commit): plain lists beat per-run numpy calls
         versions = _fixed(
             pa.int64(), n, array("q", [r.first_version + i for r in runs for i in range(len(r.keys))])

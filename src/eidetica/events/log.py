@@ -195,13 +195,19 @@ class _Partition:
 
     def record(self, runs: list[Run], locator: Any) -> None:
         """Fold one committed batch, given as its runs."""
+        ids, versions, stream_offsets = self.ids, self.versions, self.stream_offsets
         for r in runs:
             first, n = r.first_offset, len(r.keys)
-            self.ids.update(zip(r.keys, range(first, first + n)))
-            self.versions[r.stream] = r.first_version + n - 1
-            arr = self.stream_offsets.get(r.stream)
+            arr = stream_offsets.get(r.stream)
             if arr is None:
-                arr = self.stream_offsets[r.stream] = array("q")
+                arr = stream_offsets[r.stream] = array("q")
+            if n == 1:  # group commit of single-event appends: skip the bulk machinery
+                ids[r.keys[0]] = first
+                versions[r.stream] = r.first_version
+                arr.append(first)
+                continue
+            ids.update(zip(r.keys, range(first, first + n)))
+            versions[r.stream] = r.first_version + n - 1
             arr.frombytes(np.arange(first, first + n, dtype=np.int64).tobytes())
         first = runs[0].first_offset
         last = runs[-1].first_offset + len(runs[-1].keys) - 1
@@ -332,7 +338,7 @@ class BatchLog(EventLog):
             if not lead:
                 self._follow(part, req)
             else:
-                self._lead(part)
+                self._lead(part, req)
         finally:
             with part.lock:
                 part.active -= 1
@@ -353,12 +359,12 @@ class BatchLog(EventLog):
                 must_lead = req.lead
                 req.abandoned = not must_lead
             if must_lead:
-                self._lead(part)
+                self._lead(part, req)
             raise
         if req.lead:
-            self._lead(part)
+            self._lead(part, req)
 
-    def _lead(self, part: _Partition) -> None:
+    def _lead(self, part: _Partition, own: _Request) -> None:
         """Commit the queued group, then pass the lead to the next waiting caller."""
         while True:
             try:
@@ -367,7 +373,7 @@ class BatchLog(EventLog):
                     with part.lock:
                         group, part.pending = part.pending, []
                     if group:
-                        self._commit(part, group)
+                        self._commit(part, group, own)
             finally:
                 with part.lock:
                     nxt = next((r for r in part.pending if not r.abandoned), None)
@@ -396,7 +402,7 @@ class BatchLog(EventLog):
             part.full.wait_for(lambda: len(part.pending) >= part.active, self.commit_delay)
             part.gathering = False
 
-    def _commit(self, part: _Partition, reqs: list[_Request]) -> None:
+    def _commit(self, part: _Partition, reqs: list[_Request], own: _Request) -> None:
         """Admit, write and record one group; every caller in it is answered."""
         try:
             runs = part.admit(reqs)
@@ -418,12 +424,16 @@ class BatchLog(EventLog):
             # instead of all of them piling onto it (a second sleep and wake-up each).
             # Built under the lock: an interrupted caller marks itself abandoned under it, and
             # one that is already in the chain passes the wake-up on as it leaves.
+            # The leader's own request needs no wake-up: it starts the chain as it leaves.
             with part.lock:
-                chain = [r for r in reqs if not r.lead and not r.abandoned]
+                chain = [r for r in reqs if r is not own and not r.lead and not r.abandoned]
                 for a, b in zip(chain, chain[1:]):
                     a.next = b
             if chain:
-                chain[0].wake()
+                if any(r is own for r in reqs):
+                    own.next = chain[0]
+                else:
+                    chain[0].wake()
 
     def _start_flusher(self) -> None:
         """fsync='batch': one background thread syncs written partitions every fsync_interval."""
