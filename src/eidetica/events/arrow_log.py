@@ -9,7 +9,8 @@ Layout under the root directory::
 Every segment is a plain Arrow IPC *stream* (``pyarrow.ipc.open_stream`` reads it); each
 commit is one record batch whose custom metadata carries its row count and a crc32 of
 its contents. Opening after a crash truncates a torn tail of the last segment to the
-last verified batch; damage anywhere else raises ``CorruptLog``.
+last verified batch; damage anywhere else raises ``CorruptLog``. A segment is rolled by
+size, on open, and after a failed write (cut back to its last whole batch first).
 """
 
 from __future__ import annotations

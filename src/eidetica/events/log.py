@@ -51,6 +51,8 @@ class EventLog(abc.ABC):
 
     def partition_of(self, stream: str) -> int:
         """The partition a stream lives in (stable across processes)."""
+        if self.partitions == 1:
+            return 0
         return zlib.crc32(stream.encode("utf-8")) % self.partitions
 
     @abc.abstractmethod
@@ -245,10 +247,15 @@ class _Partition:
             try:
                 keys = req.keys
                 known_offs: list[int] = []
-                if not self.ids.keys().isdisjoint(keys):
-                    known_offs = [o for o in map(self.ids.get, keys) if o is not None]
-                if ids and not ids.keys().isdisjoint(keys):
-                    known_offs += [o for o in map(ids.get, keys) if o is not None]
+                if len(keys) == 1:  # the common single-event append: plain lookups
+                    known = self.ids.get(keys[0], ids.get(keys[0]))
+                    if known is not None:
+                        known_offs = [known]
+                else:
+                    if not self.ids.keys().isdisjoint(keys):
+                        known_offs = [o for o in map(self.ids.get, keys) if o is not None]
+                    if ids and not ids.keys().isdisjoint(keys):
+                        known_offs += [o for o in map(ids.get, keys) if o is not None]
                 if known_offs:
                     if len(known_offs) != len(keys):
                         raise InvalidInput("events", "some but not all event ids were already appended")
