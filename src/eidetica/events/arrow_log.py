@@ -342,7 +342,13 @@ class ArrowLog(BatchLog):
         if seg is None:
             first = batch.column(0)[0].as_py()
             path = os.path.join(self._pdir(partition), f"{first:020d}{SEGMENT_SUFFIX}")
-            seg = _Segment(path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                seg = _Segment(path, fd)
+            except BaseException:
+                os.close(fd)
+                os.unlink(path)  # or the next commit could not create it again
+                raise
         good = seg.size
         try:
             start, end = seg.append(batch)
