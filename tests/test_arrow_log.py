@@ -91,6 +91,31 @@ def test_segments_roll_by_size(tmp_path) -> None:
         assert len(log.read_stream("a", 35)) == 5
 
 
+@pytest.mark.parametrize("fail_at", ["write", "fdatasync"])
+def test_a_failed_write_leaves_the_files_recoverable_and_the_log_goes_on(tmp_path, monkeypatch, fail_at) -> None:
+    real = getattr(os, fail_at)
+    calls = {"n": 0}
+
+    def flaky(*args):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(28, "No space left on device")
+        return real(*args)
+
+    with ArrowLog(tmp_path / "log") as log:
+        log.append("a", [msg(0), msg(1)])
+        monkeypatch.setattr(os, fail_at, flaky)
+        with pytest.raises(OSError):
+            log.append("a", [msg(2)])
+        monkeypatch.setattr(os, fail_at, real)
+        assert log.head() == 2 and log.stream_version("a") == 1  # nothing of the failed append
+        assert log.append("a", [msg(2)], 1) == (2, 2)  # the retry lands where the failed one would have
+        assert [e.offset for e in all_events(log)] == [0, 1, 2]
+    with ArrowLog(tmp_path / "log") as log:
+        assert [e.payload for e in all_events(log)] == [msg(i).payload for i in range(3)]
+        assert log.append("a", [msg(3)], 2) == (3, 3)
+
+
 def test_second_writer_gets_a_clear_error(tmp_path) -> None:
     with ArrowLog(tmp_path / "log") as log:
         log.append("a", [msg(0)])

@@ -9,7 +9,8 @@ Layout under the root directory::
 Every segment is a plain Arrow IPC *stream* (``pyarrow.ipc.open_stream`` reads it); each
 commit is one record batch whose custom metadata carries its row count and a crc32 of
 its contents. Opening after a crash truncates a torn tail of the last segment to the
-last verified batch; damage anywhere else raises ``CorruptLog``.
+last verified batch; damage anywhere else raises ``CorruptLog``. A segment is rolled by
+size, on open, and after a failed write (cut back to its last whole batch first).
 """
 
 from __future__ import annotations
@@ -46,13 +47,74 @@ class _Loc:
     end: int
 
 
+class _FdSink:
+    """The raw file under a segment's buffered stream: writes go to our fd, unless disarmed."""
+
+    closed = False
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def write(self, data: Any) -> int:
+        """Write all of ``data`` (a dropped, failed segment's leftovers go nowhere)."""
+        if self.fd >= 0:
+            _write_all(self.fd, data)
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing to flush: every write went to the fd."""
+
+    def close(self) -> None:
+        """The fd is closed by the segment, which knows when it is safe."""
+
+
 class _Segment:
-    """The open, appendable segment of one partition."""
+    """The open, appendable segment of one partition.
+
+    One IPC stream writer lives as long as the segment (a writer per commit costs more
+    than the commit's own encoding), writing into a buffer flushed to the fd once per
+    commit, so a commit is one write call.
+    """
 
     def __init__(self, path: str, fd: int) -> None:
         self.path = path
         self.fd = fd
-        self.size = 0
+        self.size = 0  # bytes flushed to the file, all of them whole verified batches
+        self._raw = _FdSink(fd)
+        self._sink = pa.BufferedOutputStream(pa.PythonFile(self._raw, mode="w"), _BUFFER_BYTES)
+        self._writer = pa.ipc.new_stream(self._sink, LOG_SCHEMA)
+
+    def append(self, batch: pa.RecordBatch) -> tuple[int, int]:
+        """Write one batch with its row count and checksum; returns its (start, end) in the file."""
+        start = self._sink.tell()
+        if self.size == 0:
+            start = len(_SCHEMA_BYTES)  # the schema goes out with the first batch
+        self._writer.write_batch(
+            batch,
+            custom_metadata={_CRC_KEY: str(batch_checksum(batch)).encode(), _ROWS_KEY: str(batch.num_rows).encode()},
+        )
+        self._sink.flush()
+        end = self._sink.tell()
+        self.size = end
+        return start, end
+
+    def finish(self, sync: bool) -> None:
+        """Write the end-of-stream marker and close the file."""
+        try:
+            self._writer.close()
+            self._sink.flush()
+            if sync:
+                os.fdatasync(self.fd)
+        finally:
+            self.drop()
+
+    def drop(self) -> None:
+        """Close the file without writing anything more (the buffered rest is discarded)."""
+        self._raw.fd = -1
+        os.close(self.fd)
+
+
+_BUFFER_BYTES = 1 << 20
 
 
 def _write_all(fd: int, data: bytes | memoryview) -> None:
@@ -281,36 +343,43 @@ class ArrowLog(BatchLog):
             first = batch.column(0)[0].as_py()
             path = os.path.join(self._pdir(partition), f"{first:020d}{SEGMENT_SUFFIX}")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            seg = _Segment(path, fd)
-        data = _encode_batch(batch, with_schema=fresh)
+            try:
+                seg = _Segment(path, fd)
+            except BaseException:
+                os.close(fd)
+                os.unlink(path)  # or the next commit could not create it again
+                raise
+        good = seg.size
         try:
-            _write_all(seg.fd, data)
+            start, end = seg.append(batch)
             if self.fsync == "always":
                 os.fdatasync(seg.fd)
         except BaseException:
-            self._undo(seg, fresh)
+            self._open.pop(partition, None)
+            self._undo(seg, good)
             raise
         if fresh:
             self._open[partition] = seg
             _fsync_dir(self._pdir(partition))
-        start = seg.size + (len(_SCHEMA_BYTES) if fresh else 0)
-        seg.size += len(data)
-        loc = _Loc(seg.path, start, seg.size)
-        if seg.size >= self.segment_bytes:
+        if end >= self.segment_bytes:
             self._finish(partition)
-        return loc
+        return _Loc(seg.path, start, end)
 
-    def _undo(self, seg: _Segment, fresh: bool) -> None:
-        """Cut a failed write back off so the segment stays a valid stream."""
+    def _undo(self, seg: _Segment, good: int) -> None:
+        """Cut a failed write back off so the file stays a valid stream, and give the segment up.
+
+        The writer's buffer may hold part of the failed batch, so the next commit starts a
+        new segment rather than trusting it.
+        """
         try:
-            if fresh:
-                os.close(seg.fd)
+            if good == 0:
                 os.unlink(seg.path)
             else:
-                os.ftruncate(seg.fd, seg.size)
-                os.lseek(seg.fd, seg.size, os.SEEK_SET)
+                os.ftruncate(seg.fd, good)
         except OSError:
             pass
+        finally:
+            seg.drop()
 
     def _sync(self, partition: int) -> None:
         seg = self._open.get(partition)
@@ -319,14 +388,8 @@ class ArrowLog(BatchLog):
 
     def _finish(self, partition: int) -> None:
         seg = self._open.pop(partition, None)
-        if seg is None:
-            return
-        try:
-            _write_all(seg.fd, _EOS)
-            if self.fsync != "never":
-                os.fdatasync(seg.fd)
-        finally:
-            os.close(seg.fd)
+        if seg is not None:
+            seg.finish(sync=self.fsync != "never")
 
     def _close_partition(self, partition: int) -> None:
         self._finish(partition)
@@ -375,9 +438,7 @@ class ArrowLog(BatchLog):
         """
         if self.readonly:
             raise InvalidInput("log", "is open read-only")
-        self._stop_writers()
-        for p in list(self._open):
-            self._finish(p)
+        self._stop_writers()  # finishes every open segment (_close_partition)
         rewritten = redacted = 0
         before = self.disk_bytes()
         for p, wanted in offsets.items():
@@ -413,9 +474,7 @@ class ArrowLog(BatchLog):
         """Flush and close segments, release the write lock."""
         if self.closed:
             return
-        super().close()
-        for p in list(self._open):
-            self._finish(p)
+        super().close()  # finishes every open segment (_close_partition)
         self._release()
 
     def disk_bytes(self) -> int:

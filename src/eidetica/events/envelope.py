@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import sys
 import uuid
 import zlib
+from array import array
 from typing import Any, Sequence
 
 import msgspec
@@ -176,17 +179,41 @@ class Run(msgspec.Struct):
     keys: list[int]  # the events' uuid ints
 
 
+_TIME = pa.timestamp("us", tz="UTC")
+
+
+def _fixed(t: pa.DataType, n: int, data: Any) -> pa.Array:
+    """A fixed-width column over ready bytes: no per-value conversion (pa.array costs more)."""
+    return pa.Array.from_buffers(t, n, [None, pa.py_buffer(data)])
+
+
 def _strings(values: list[str]) -> pa.Array:
     """A string column; one repeated value (the common case) is built without a Python loop."""
     first = values[0]
     if values.count(first) == len(values):
-        return pa.repeat(pa.scalar(first, pa.string()), len(values))
+        return _same(first, len(values))
     return pa.array(values, pa.string())
+
+
+def _same(value: str, n: int) -> pa.Array:
+    """``n`` copies of one string; small columns come from a cache (arrays are immutable)."""
+    return _small_same(value, n) if n <= 64 else pa.repeat(pa.scalar(value, pa.string()), n)
+
+
+@functools.lru_cache(maxsize=1024)
+def _small_same(value: str, n: int) -> pa.Array:
+    """Cached ``n`` copies of ``value``: the same few types, tenants and streams recur in commit after commit."""
+    return pa.repeat(pa.scalar(value, pa.string()), n)
 
 
 def batch_from_runs(runs: Sequence[Run], now: dt.datetime) -> pa.RecordBatch:
     """Build one log record batch from admitted runs, column by column."""
-    evs = [e for r in runs for e in r.events] if len(runs) > 1 else runs[0].events
+    if len(runs) == 1:
+        r0 = runs[0]
+        evs, keys = r0.events, r0.keys
+    else:
+        evs = [e for r in runs for e in r.events]
+        keys = [k for r in runs for k in r.keys]
     n = len(evs)
     first = runs[0].first_offset
     now_us = int(now.timestamp() * 1_000_000)
@@ -197,22 +224,23 @@ def batch_from_runs(runs: Sequence[Run], now: dt.datetime) -> pa.RecordBatch:
         times = np.array(
             [now_us if t is None else int(t.timestamp() * 1_000_000) for t in times_in], dtype=np.int64
         )
-    ids = b"".join([k.to_bytes(16, "big") for r in runs for k in r.keys])
+    ids = b"".join([k.to_bytes(16, "big") for k in keys])
     if len(runs) == 1:
-        r0 = runs[0]
-        versions = pa.array(np.arange(r0.first_version, r0.first_version + n, dtype=np.int64))
-        streams = pa.repeat(pa.scalar(r0.stream, pa.string()), n)
+        versions = _fixed(pa.int64(), n, np.arange(r0.first_version, r0.first_version + n, dtype=np.int64))
+        streams = _same(r0.stream, n)
     else:  # many small runs (group commit): plain lists beat per-run numpy calls
-        versions = pa.array([r.first_version + i for r in runs for i in range(len(r.keys))], pa.int64())
-        streams = pa.array([r.stream for r in runs for _ in r.keys], pa.string())
-    return pa.record_batch(
+        versions = _fixed(
+            pa.int64(), n, array("q", [r.first_version + i for r in runs for i in range(len(r.keys))])
+        )
+        streams = _strings([r.stream for r in runs for _ in r.keys])
+    return pa.RecordBatch.from_arrays(
         [
-            pa.array(np.arange(first, first + n, dtype=np.int64)),
-            pa.FixedSizeBinaryArray.from_buffers(pa.binary(16), n, [None, pa.py_buffer(ids)]),
+            _fixed(pa.int64(), n, np.arange(first, first + n, dtype=np.int64)),
+            _fixed(pa.binary(16), n, ids),
             streams,
             versions,
             _strings([e.type for e in evs]),
-            pa.array(times, pa.timestamp("us", tz="UTC")),
+            _fixed(_TIME, n, times),
             _strings([e.tenant for e in evs]),
             pa.array([e.payload for e in evs], pa.large_binary()),
         ],
@@ -238,20 +266,42 @@ def events_from_batch(batch: pa.RecordBatch) -> list[RecordedEvent]:
     ]
 
 
+def _layout(t: pa.DataType) -> tuple[bool, int]:
+    """(variable width?, bytes per offset or per value) of a column type, cached per type."""
+    got = _LAYOUTS.get(t)
+    if got is None:
+        if pa.types.is_string(t) or pa.types.is_binary(t):
+            got = (True, 4)
+        elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+            got = (True, 8)
+        else:
+            got = (False, t.byte_width)
+        _LAYOUTS[t] = got
+    return got
+
+
+_LAYOUTS: dict[pa.DataType, tuple[bool, int]] = {}
+
+
 def _array_checksum(arr: pa.Array, crc: int) -> int:
     """Fold an array's logical bytes into a crc32, independent of buffer capacity and slicing."""
     n, off = len(arr), arr.offset
     bufs = arr.buffers()
-    t = arr.type
-    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-        width = 8 if (pa.types.is_large_string(t) or pa.types.is_large_binary(t)) else 4
-        offs = np.frombuffer(bufs[1], dtype=np.int64 if width == 8 else np.int32, count=n + 1, offset=off * width)
-        start, end = int(offs[0]), int(offs[-1])
-        crc = zlib.crc32(offs if start == 0 else offs - offs[0], crc)
-        data = bufs[2]
-        return zlib.crc32(memoryview(data)[start:end] if data is not None else b"", crc)
-    width = t.byte_width
-    return zlib.crc32(memoryview(bufs[1])[off * width : (off + n) * width], crc)
+    var, width = _layout(arr.type)
+    if not var:
+        return zlib.crc32(memoryview(bufs[1])[off * width : (off + n) * width], crc)
+    offs = memoryview(bufs[1])[off * width : (off + n + 1) * width]
+    if len(offs) != (n + 1) * width:
+        raise ValueError("offsets buffer is shorter than the array")
+    start = int.from_bytes(offs[:width], sys.byteorder)
+    end = int.from_bytes(offs[n * width :], sys.byteorder)
+    if start == 0:  # the usual case (a fresh or unsliced array): offsets are already rebased
+        crc = zlib.crc32(offs, crc)
+    else:
+        rebased = np.frombuffer(offs, dtype=np.int64 if width == 8 else np.int32) - start
+        crc = zlib.crc32(rebased, crc)
+    data = bufs[2]
+    return zlib.crc32(memoryview(data)[start:end] if data is not None else b"", crc)
 
 
 def batch_checksum(batch: pa.RecordBatch) -> int:

@@ -51,6 +51,8 @@ class EventLog(abc.ABC):
 
     def partition_of(self, stream: str) -> int:
         """The partition a stream lives in (stable across processes)."""
+        if self.partitions == 1:
+            return 0
         return zlib.crc32(stream.encode("utf-8")) % self.partitions
 
     @abc.abstractmethod
@@ -127,7 +129,7 @@ class EventLog(abc.ABC):
 class _Request:
     """One caller's append, waiting in its partition's queue."""
 
-    __slots__ = ("stream", "events", "keys", "expected", "result", "error", "lead", "abandoned", "_gate")
+    __slots__ = ("stream", "events", "keys", "expected", "result", "error", "lead", "abandoned", "next", "_gate")
 
     def __init__(self, stream: str, events: list[NewEvent], keys: list[int], expected: int) -> None:
         self.stream = stream
@@ -138,6 +140,7 @@ class _Request:
         self.error: BaseException | None = None
         self.lead = False  # woken to lead the next group rather than with a result
         self.abandoned = False  # the caller stopped waiting (interrupted): never hand it the lead
+        self.next: _Request | None = None  # the caller of the same commit to wake after this one
         # A bare lock held until the request is answered: the cheapest wake-up CPython has
         # (threading.Event adds a Condition and a second lock per wait).
         self._gate = _thread.allocate_lock()
@@ -187,15 +190,26 @@ class _Partition:
         self.dirty = False  # written but not yet fsynced (fsync='batch')
         self.wrote = False
 
+    def maybe_gathered(self) -> None:
+        """Wake a gathering leader once every caller inside append() has queued (lock held)."""
+        if self.gathering and len(self.pending) >= self.active:
+            self.full.notify()
+
     def record(self, runs: list[Run], locator: Any) -> None:
         """Fold one committed batch, given as its runs."""
+        ids, versions, stream_offsets = self.ids, self.versions, self.stream_offsets
         for r in runs:
             first, n = r.first_offset, len(r.keys)
-            self.ids.update(zip(r.keys, range(first, first + n)))
-            self.versions[r.stream] = r.first_version + n - 1
-            arr = self.stream_offsets.get(r.stream)
+            arr = stream_offsets.get(r.stream)
             if arr is None:
-                arr = self.stream_offsets[r.stream] = array("q")
+                arr = stream_offsets[r.stream] = array("q")
+            if n == 1:  # group commit of single-event appends: skip the bulk machinery
+                ids[r.keys[0]] = first
+                versions[r.stream] = r.first_version
+                arr.append(first)
+                continue
+            ids.update(zip(r.keys, range(first, first + n)))
+            versions[r.stream] = r.first_version + n - 1
             arr.frombytes(np.arange(first, first + n, dtype=np.int64).tobytes())
         first = runs[0].first_offset
         last = runs[-1].first_offset + len(runs[-1].keys) - 1
@@ -233,10 +247,15 @@ class _Partition:
             try:
                 keys = req.keys
                 known_offs: list[int] = []
-                if not self.ids.keys().isdisjoint(keys):
-                    known_offs = [o for o in map(self.ids.get, keys) if o is not None]
-                if ids and not ids.keys().isdisjoint(keys):
-                    known_offs += [o for o in map(ids.get, keys) if o is not None]
+                if len(keys) == 1:  # the common single-event append: plain lookups
+                    known = self.ids.get(keys[0], ids.get(keys[0]))
+                    if known is not None:
+                        known_offs = [known]
+                else:
+                    if not self.ids.keys().isdisjoint(keys):
+                        known_offs = [o for o in map(self.ids.get, keys) if o is not None]
+                    if ids and not ids.keys().isdisjoint(keys):
+                        known_offs += [o for o in map(ids.get, keys) if o is not None]
                 if known_offs:
                     if len(known_offs) != len(keys):
                         raise InvalidInput("events", "some but not all event ids were already appended")
@@ -312,28 +331,27 @@ class BatchLog(EventLog):
     ) -> tuple[int, int]:
         """Append events to a stream atomically; returns (first_offset, last_offset)."""
         evs, keys = validate_append(stream, events, expected_version, self.max_payload_bytes)
-        self._check_open()
         part = self._parts[self.partition_of(stream)]
         req = _Request(stream, evs, keys, expected_version)
         with part.lock:
-            if part.stopped:
+            if part.stopped:  # set by close() before ``closed``, so this covers a closed log
                 raise InvalidInput("log", "is closed")
             part.pending.append(req)
             part.active += 1
             lead = not part.leading
             part.leading = True
-            if part.gathering and len(part.pending) >= part.active:
-                part.full.notify()
+            part.maybe_gathered()
         try:
             if not lead:
                 self._follow(part, req)
             else:
-                self._lead(part)
+                self._lead(part, req)
         finally:
             with part.lock:
                 part.active -= 1
-                if part.gathering and len(part.pending) >= part.active:
-                    part.full.notify()
+                part.maybe_gathered()
+            if req.next is not None:
+                req.next.wake()
         if req.error is not None:
             raise req.error
         assert req.result is not None
@@ -348,12 +366,12 @@ class BatchLog(EventLog):
                 must_lead = req.lead
                 req.abandoned = not must_lead
             if must_lead:
-                self._lead(part)
+                self._lead(part, req)
             raise
         if req.lead:
-            self._lead(part)
+            self._lead(part, req)
 
-    def _lead(self, part: _Partition) -> None:
+    def _lead(self, part: _Partition, own: _Request) -> None:
         """Commit the queued group, then pass the lead to the next waiting caller."""
         while True:
             try:
@@ -362,7 +380,7 @@ class BatchLog(EventLog):
                     with part.lock:
                         group, part.pending = part.pending, []
                     if group:
-                        self._commit(part, group)
+                        self._commit(part, group, own)
             finally:
                 with part.lock:
                     nxt = next((r for r in part.pending if not r.abandoned), None)
@@ -391,7 +409,7 @@ class BatchLog(EventLog):
             part.full.wait_for(lambda: len(part.pending) >= part.active, self.commit_delay)
             part.gathering = False
 
-    def _commit(self, part: _Partition, reqs: list[_Request]) -> None:
+    def _commit(self, part: _Partition, reqs: list[_Request], own: _Request) -> None:
         """Admit, write and record one group; every caller in it is answered."""
         try:
             runs = part.admit(reqs)
@@ -408,13 +426,21 @@ class BatchLog(EventLog):
                 if r.error is None:
                     r.error, r.result = e, None
         finally:
-            for r in reqs:
-                if not r.lead:  # a handed-over leader's gate is open already
-                    r.wake()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise InvalidInput("log", "is closed")
+            # Wake the callers one after another rather than all at once: each passes the
+            # wake-up on as it leaves append(), so only one of them wants the GIL at a time
+            # instead of all of them piling onto it (a second sleep and wake-up each).
+            # Built under the lock: an interrupted caller marks itself abandoned under it, and
+            # one that is already in the chain passes the wake-up on as it leaves.
+            # The leader's own request needs no wake-up: it starts the chain as it leaves.
+            with part.lock:
+                chain = [r for r in reqs if r is not own and not r.lead and not r.abandoned]
+                for a, b in zip(chain, chain[1:]):
+                    a.next = b
+            if chain:
+                if any(r is own for r in reqs):
+                    own.next = chain[0]
+                else:
+                    chain[0].wake()
 
     def _start_flusher(self) -> None:
         """fsync='batch': one background thread syncs written partitions every fsync_interval."""
