@@ -33,7 +33,6 @@ __all__ = ["ArrowLog", "SEGMENT_SUFFIX"]
 SEGMENT_SUFFIX = ".arrows"
 FORMAT_VERSION = 1
 _SCHEMA_BYTES = LOG_SCHEMA.serialize().to_pybytes()
-_EOS = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 _MARKER = b"\xff\xff\xff\xff"
 _CRC_KEY = b"eidetica.crc32"
 _ROWS_KEY = b"eidetica.rows"
@@ -122,17 +121,6 @@ def _write_all(fd: int, data: bytes | memoryview) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
-
-
-def _encode_batch(batch: pa.RecordBatch, with_schema: bool) -> memoryview:
-    sink = pa.BufferOutputStream()
-    writer = pa.ipc.new_stream(sink, LOG_SCHEMA)
-    writer.write_batch(
-        batch,
-        custom_metadata={_CRC_KEY: str(batch_checksum(batch)).encode(), _ROWS_KEY: str(batch.num_rows).encode()},
-    )
-    data = memoryview(sink.getvalue())  # writer left open: no end-of-stream marker
-    return data if with_schema else data[len(_SCHEMA_BYTES) :]
 
 
 def _verify(batch: pa.RecordBatch, meta: Any, expected_first: int | None) -> str | None:
@@ -450,16 +438,16 @@ class ArrowLog(BatchLog):
                 if not entries or not any(e.first <= o < e.first + e.count for o in wanted for e in entries):
                     continue
                 tmp = path + ".compact"
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                seg = _Segment(tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
                 try:
-                    for k, batch in enumerate(self._load_segment(path, entries)):
+                    for batch in self._load_segment(path, entries):
                         batch, n = _redact_batch(batch, wanted)
                         redacted += n
-                        _write_all(fd, _encode_batch(batch, with_schema=k == 0))
-                    _write_all(fd, _EOS)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                        seg.append(batch)
+                except BaseException:
+                    seg.drop()
+                    raise
+                seg.finish(sync=True)
                 os.replace(tmp, path)
                 rewritten += 1
             _fsync_dir(self._pdir(p))

@@ -266,21 +266,14 @@ def events_from_batch(batch: pa.RecordBatch) -> list[RecordedEvent]:
     ]
 
 
+@functools.lru_cache(maxsize=None)
 def _layout(t: pa.DataType) -> tuple[bool, int]:
     """(variable width?, bytes per offset or per value) of a column type, cached per type."""
-    got = _LAYOUTS.get(t)
-    if got is None:
-        if pa.types.is_string(t) or pa.types.is_binary(t):
-            got = (True, 4)
-        elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-            got = (True, 8)
-        else:
-            got = (False, t.byte_width)
-        _LAYOUTS[t] = got
-    return got
-
-
-_LAYOUTS: dict[pa.DataType, tuple[bool, int]] = {}
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        return (True, 4)
+    if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        return (True, 8)
+    return (False, t.byte_width)
 
 
 def _array_checksum(arr: pa.Array, crc: int) -> int:
