@@ -35,6 +35,21 @@ def make_batches(n_batches: int) -> list[list[NewEvent]]:
     return out
 
 
+def fresh(path: str) -> str:
+    """Remove what an earlier round left at ``path``, and settle the disk before timing.
+
+    The disk here is mounted with ``discard``: freeing a previous round's blocks queues
+    TRIMs and journal work that the next fdatasync would otherwise pay inside the timed
+    loop, penalising whichever contender happens to run right after a delete.
+    """
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.unlink(path)
+    os.sync()
+    return path
+
+
 def rate(n: int, seconds: float) -> float:
     """Events per second."""
     return n / seconds if seconds > 0 else float("inf")
@@ -43,7 +58,7 @@ def rate(n: int, seconds: float) -> float:
 def floor_round(d: str, batches: list[list[NewEvent]]) -> float:
     """The disk's floor: the same payload bytes, os.write + fdatasync per batch."""
     blobs = [b"".join(e.payload for e in evs) for evs in batches]
-    fd = os.open(os.path.join(d, "floor.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(fresh(os.path.join(d, "floor.bin")), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     t = time.perf_counter()
     for blob in blobs:
         os.write(fd, blob)
@@ -55,8 +70,7 @@ def floor_round(d: str, batches: list[list[NewEvent]]) -> float:
 
 def arrow_round(d: str, batches: list[list[NewEvent]]) -> float:
     """ArrowLog, one append of 1,000 events per call, fsync always."""
-    path = os.path.join(d, "arrowlog")
-    shutil.rmtree(path, ignore_errors=True)
+    path = fresh(os.path.join(d, "arrowlog"))
     log = ArrowLog(path, fsync="always")
     t = time.perf_counter()
     for i, evs in enumerate(batches):
@@ -68,9 +82,8 @@ def arrow_round(d: str, batches: list[list[NewEvent]]) -> float:
 
 def sqlite_log(path: str) -> sqlite3.Connection:
     """A fresh SQLite event table the way a user would set it up: WAL, synchronous=FULL."""
-    for suffix in ("", "-wal", "-shm"):
-        if os.path.exists(path + suffix):
-            os.unlink(path + suffix)
+    for suffix in ("-wal", "-shm", ""):
+        fresh(path + suffix)
     con = sqlite3.connect(path, isolation_level=None)
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=FULL")
@@ -102,8 +115,7 @@ def sqlite_round(d: str, batches: list[list[NewEvent]]) -> float:
 
 def concurrent_single(d: str, events: list[NewEvent], threads: int = 16) -> float:
     """16 threads, one event per append call, fsync always: group commit at work."""
-    path = os.path.join(d, "concurrent")
-    shutil.rmtree(path, ignore_errors=True)
+    path = fresh(os.path.join(d, "concurrent"))
     log = ArrowLog(path, fsync="always")
     per = len(events) // threads
 
@@ -124,8 +136,7 @@ def concurrent_single(d: str, events: list[NewEvent], threads: int = 16) -> floa
 
 def naive_single(d: str, events: list[NewEvent]) -> float:
     """The naive loop: one appender, one event per append, each append fsynced on its own."""
-    path = os.path.join(d, "naive")
-    shutil.rmtree(path, ignore_errors=True)
+    path = fresh(os.path.join(d, "naive"))
     log = ArrowLog(path, fsync="always")
     t = time.perf_counter()
     for i, e in enumerate(events):
@@ -137,7 +148,7 @@ def naive_single(d: str, events: list[NewEvent]) -> float:
 
 def raw_fsync_single(d: str, events: list[NewEvent]) -> float:
     """The disk's floor for one-at-a-time durability: os.write + fdatasync per event."""
-    fd = os.open(os.path.join(d, "naive.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(fresh(os.path.join(d, "naive.bin")), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     t = time.perf_counter()
     for e in events:
         os.write(fd, e.payload)

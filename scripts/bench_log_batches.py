@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import Callable
 
-from bench_log import sqlite_log  # noqa: E402  (a sibling script: the same baseline table)
+from bench_log import fresh, sqlite_log  # noqa: E402  (a sibling script: the same baseline table and disk hygiene)
 from eidetica.events import ArrowLog, MessageAppended, NewEvent
 
 SIZES = (1, 10, 100, 1000)
@@ -59,7 +59,7 @@ def _timed(batches: list[list[NewEvent]], one: Callable[[int, list[NewEvent]], N
 def floor_rate(d: str, batches: list[list[NewEvent]], budget_s: float) -> float:
     """os.write + fdatasync of each batch's payload bytes."""
     blobs = [b"".join(e.payload for e in b) for b in batches]
-    fd = os.open(os.path.join(d, "floor.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = os.open(fresh(os.path.join(d, "floor.bin")), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         def one(i: int, b: list[NewEvent]) -> None:
             """Write and sync batch i."""
@@ -73,8 +73,7 @@ def floor_rate(d: str, batches: list[list[NewEvent]], budget_s: float) -> float:
 
 def arrow_rate(d: str, batches: list[list[NewEvent]], budget_s: float) -> float:
     """ArrowLog.append of each batch, fsync="always"."""
-    path = os.path.join(d, "arrowlog")
-    shutil.rmtree(path, ignore_errors=True)
+    path = fresh(os.path.join(d, "arrowlog"))
     log = ArrowLog(path, fsync="always")
     try:
         return _timed(batches, lambda i, b: log.append(f"session:bench:s{i % 64}", b), budget_s)
