@@ -266,9 +266,8 @@ def events_from_batch(batch: pa.RecordBatch) -> list[RecordedEvent]:
     ]
 
 
-@functools.lru_cache(maxsize=None)
 def _layout(t: pa.DataType) -> tuple[bool, int]:
-    """(variable width?, bytes per offset or per value) of a column type, cached per type."""
+    """(variable width?, bytes per offset or per value) of a column type."""
     if pa.types.is_string(t) or pa.types.is_binary(t):
         return (True, 4)
     if pa.types.is_large_string(t) or pa.types.is_large_binary(t):
@@ -276,32 +275,44 @@ def _layout(t: pa.DataType) -> tuple[bool, int]:
     return (False, t.byte_width)
 
 
-def _array_checksum(arr: pa.Array, crc: int) -> int:
-    """Fold an array's logical bytes into a crc32, independent of buffer capacity and slicing."""
-    n, off = len(arr), arr.offset
-    bufs = arr.buffers()
-    var, width = _layout(arr.type)
-    if not var:
-        return zlib.crc32(memoryview(bufs[1])[off * width : (off + n) * width], crc)
-    offs = memoryview(bufs[1])[off * width : (off + n + 1) * width]
-    if len(offs) != (n + 1) * width:
-        raise ValueError("offsets buffer is shorter than the array")
-    start = int.from_bytes(offs[:width], sys.byteorder)
-    end = int.from_bytes(offs[n * width :], sys.byteorder)
-    if start == 0:  # the usual case (a fresh or unsliced array): offsets are already rebased
-        crc = zlib.crc32(offs, crc)
-    else:
-        rebased = np.frombuffer(offs, dtype=np.int64 if width == 8 else np.int32) - start
-        crc = zlib.crc32(rebased, crc)
-    data = bufs[2]
-    return zlib.crc32(memoryview(data)[start:end] if data is not None else b"", crc)
+# Per schema position, worked out once: a per-column type lookup cost more than the
+# crc32 itself on the small batches group commit writes.
+_LAYOUTS = tuple(_layout(f.type) for f in LOG_SCHEMA)
+_ORDER = sys.byteorder
 
 
 def batch_checksum(batch: pa.RecordBatch) -> int:
-    """crc32 over a batch's logical contents (row count and every column's values)."""
-    crc = zlib.crc32(batch.num_rows.to_bytes(8, "little"))
-    for col in batch.columns:
-        if col.null_count:
+    """crc32 over a log batch's logical contents (row count and every column's values).
+
+    Independent of buffer capacity and slicing, so a batch read back from disk checks
+    against the crc computed when it was written. The batch must have ``LOG_SCHEMA``
+    (readers check the schema first).
+    """
+    n = batch.num_rows
+    crc = zlib.crc32(n.to_bytes(8, "little"))
+    columns = batch.columns
+    if len(columns) != len(_LAYOUTS):
+        raise ValueError(f"a log batch has {len(_LAYOUTS)} columns, not {len(columns)}")
+    for arr, (var, width) in zip(columns, _LAYOUTS):
+        if arr.null_count:
             raise InvalidInput("batch", "log batches carry no nulls")
-        crc = _array_checksum(col, crc)
+        off = arr.offset
+        bufs = arr.buffers()
+        if not var:
+            values = memoryview(bufs[1])[off * width : (off + n) * width]
+            if len(values) != n * width:
+                raise ValueError("values buffer is shorter than the array")
+            crc = zlib.crc32(values, crc)
+            continue
+        offs = memoryview(bufs[1])[off * width : (off + n + 1) * width]
+        if len(offs) != (n + 1) * width:
+            raise ValueError("offsets buffer is shorter than the array")
+        start = int.from_bytes(offs[:width], _ORDER)
+        end = int.from_bytes(offs[n * width :], _ORDER)
+        if start == 0:  # the usual case (a fresh or unsliced array): offsets are already rebased
+            crc = zlib.crc32(offs, crc)
+        else:
+            crc = zlib.crc32(np.frombuffer(offs, dtype=np.int64 if width == 8 else np.int32) - start, crc)
+        data = bufs[2]
+        crc = zlib.crc32(memoryview(data)[start:end] if data is not None else b"", crc)
     return crc
