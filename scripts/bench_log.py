@@ -5,6 +5,7 @@ Prints progress lines, then one JSON object on the last line.
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import json
 import os
@@ -158,6 +159,31 @@ def raw_fsync_single(d: str, events: list[NewEvent]) -> float:
     return rate(len(events), el)
 
 
+def thread_handoff_us(threads: int = 16, laps: int = 500) -> float:
+    """What resuming one waiting Python thread costs here: a token passed round a ring of threads.
+
+    Every single-event append in the concurrent round ends by resuming its caller, one at
+    a time under the GIL, so this bounds what group commit can save per event.
+    """
+    gates = [_thread.allocate_lock() for _ in range(threads)]
+    for g in gates:
+        g.acquire()
+
+    def pass_on(k: int) -> None:
+        for _ in range(laps):
+            gates[k].acquire()
+            gates[(k + 1) % threads].release()
+
+    ts = [threading.Thread(target=pass_on, args=(k,)) for k in range(threads)]
+    for th in ts:
+        th.start()
+    t = time.perf_counter()
+    gates[0].release()
+    for th in ts:
+        th.join()
+    return (time.perf_counter() - t) / (threads * laps) * 1e6
+
+
 def replay(d: str) -> tuple[float, int]:
     """Read the whole log back and decode every payload."""
     log = ArrowLog(os.path.join(d, "arrowlog"), readonly=True)
@@ -218,6 +244,7 @@ def main() -> None:
         result["batched_vs_disk"] = round(result["events_per_s_batched"] / result["disk_limit_events_per_s"], 2)
         result["concurrent_vs_naive"] = round(conc / naive, 1)
         result["raw_fsync_per_event_per_s"] = round(raw)
+        result["thread_handoff_us"] = round(statistics.median(thread_handoff_us() for _ in range(rounds)), 1)
         print(json.dumps(result))
     finally:
         shutil.rmtree(d, ignore_errors=True)
