@@ -437,6 +437,35 @@ def test_speaker_weight_prefers_what_the_named_participant_said(mem) -> None:
     assert ranked(speaker_weight=0.5) == ranked()
 
 
+def test_a_search_looks_up_participant_names_once(tmp_path, clock, monkeypatch) -> None:
+    m = eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock)
+    try:
+        s = m.session("chat", user="ada")
+        s.append("user", "Ben: I paint every day", metadata={"name": "Ben"})
+        s.append("user", "Ana: I paint portraits", metadata={"name": "Ana"})
+        walks: list[str] = []
+        sessions = m.state.sessions
+
+        def counting(tenant, user=None, *a, **kw):
+            if user == "ada":
+                walks.append(user)
+            return sessions(tenant, user, *a, **kw)
+
+        monkeypatch.setattr(m.state, "sessions", counting)
+        q = "What does Ana paint?"
+        for kw, n in (({"names": True, "speaker_weight": 0.5}, 1), ({"names": True}, 1),
+                      ({"names": False, "speaker_weight": 0.5}, 1), ({"names": False}, 0)):
+            walks.clear()
+            hits = m.search(q, user="ada", min_score=0.0, **kw)
+            assert len(walks) == n, kw
+            assert hits
+        # both uses still see the names: stripped from the query and boosting Ana
+        boosted = m.search(q, user="ada", min_score=0.0, names=True, speaker_weight=0.5)
+        assert boosted[0].text == "Ana: I paint portraits"
+    finally:
+        m.close()
+
+
 @pytest.mark.parametrize("together", [False, True])
 def test_embed_context_finds_a_reply_by_what_it_answers(tmp_path, clock, together) -> None:
     turns = [("user", "which floor did you park the van on"), ("assistant", "level three, next to the lifts"),

@@ -480,6 +480,63 @@ def test_confidence_weight_puts_the_surer_fact_first(fresh) -> None:
     assert [h.id for h in idx.search(**kw, confidence_weight=1.0)] == ["sure", "weak"]
 
 
+def test_row_metadata_is_parsed_once_and_the_memo_never_shows(monkeypatch) -> None:
+    from eidetica.projections import _rows
+
+    parsed: list[bytes] = []
+    decode = _rows._decode_meta
+    monkeypatch.setattr(_rows, "_decode_meta", lambda blob: parsed.append(blob) or decode(blob))
+    meta = _rows.pack_meta({"name": "Ana", "sequence": 3})
+    r = _rows.Row(key="t\x1fa", id="a", tenant="t", user_id="u", session_id="s", kind="message", source_id="",
+                  text="hi", category="", confidence=1.0, ts=1, etime=2, metadata=meta)
+    twin = _rows.Row.unpack(r.pack())
+    d = r.meta_dict()
+    assert d == {"name": "Ana", "sequence": 3} and r.meta_dict() is d and len(parsed) == 1
+    # fields alone make a row: equality, repr and packing ignore the memo
+    assert r == twin and repr(r) == repr(twin) and r.pack() == twin.pack()
+    assert twin.meta_dict() == d and len(parsed) == 2  # another row parses its own
+    bad = _rows.Row.unpack(r.pack())
+    bad.metadata = b"\xc1"  # not msgpack: {} as before, and remembered too
+    assert bad.meta_dict() == {} and bad.meta_dict() == {} and len(parsed) == 3
+
+
+def test_speakers_and_smoothing_parse_each_rows_metadata_once(fresh, monkeypatch) -> None:
+    from eidetica.projections import _rows
+
+    log, idx, pj = fresh
+    names = ["Ben", "Ana", "Ben", "Ana", "Ben"]
+    texts = ["which colour did you paint the shed", "bright turquoise with white trim", "anyway how was the weekend",
+             "we painted the fence too", "the shed roof leaks"]
+    log.append("session:t:s", [emb([f"m{i}"], [t], session="s", metadata={"sequence": i + 1, "name": n})
+                               for i, (t, n) in enumerate(zip(texts, names))])
+    pj.catch_up()
+    kw = dict(tenant="t", text="colour paint shed", vector=hvec("colour paint shed"), top_k=5,
+              neighbors=0.3, session_weight=0.2, speakers={"Ana"}, speaker_weight=0.5)
+    expected = [(h.id, h.score, h.metadata) for h in idx.search(**kw)]
+    made: dict[bytes, int] = {}
+    unpack = _rows.Row.unpack.__func__
+
+    def counting_unpack(cls, data):
+        row = unpack(cls, data)
+        made[row.metadata] = made.get(row.metadata, 0) + 1
+        return row
+
+    parsed: dict[bytes, int] = {}
+    decode = _rows._decode_meta
+
+    def counting_decode(blob):
+        parsed[blob] = parsed.get(blob, 0) + 1
+        return decode(blob)
+
+    monkeypatch.setattr(_rows.Row, "unpack", classmethod(counting_unpack))
+    monkeypatch.setattr(_rows, "_decode_meta", counting_decode)
+    hits = idx.search(**kw)
+    assert [(h.id, h.score, h.metadata) for h in hits] == expected
+    assert {h.id for h in hits if h.metadata["name"] == "Ana"} == {"m1", "m3"}
+    # every message's metadata is unique, so per blob: no more parses than row objects made
+    assert parsed and all(n <= made.get(blob, 0) for blob, n in parsed.items()), (parsed, made)
+
+
 @pytest.mark.parametrize("field,value", [
     ("vector_weight", 1.5), ("vector_weight", "0.5"), ("neighbors", -0.1), ("session_weight", True),
     ("mmr", 2), ("confidence_weight", float("nan")), ("rescore", 1), ("stopwords", None),

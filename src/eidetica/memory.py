@@ -460,9 +460,16 @@ class Memory:
         _check_k("top_k", top_k)
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
-        q = strip_names(query, self.participant_names(user)) if names and user is not None else query
+        # At most one lookup per search: even a cache hit walks the user's sessions to check it.
+        people: frozenset[str] | None = None
+        q = query
+        if names and user is not None:
+            people = self.participant_names(user)
+            q = strip_names(query, people)
         if options.get("speaker_weight") and user is not None:
-            options["speakers"] = names_in(query, self.participant_names(user))
+            if people is None:
+                people = self.participant_names(user)
+            options["speakers"] = names_in(query, people)
         vector = self.embedder.embed([q])[0] if mode != "text" else None
         self._sync()
         kw = dict(

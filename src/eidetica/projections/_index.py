@@ -915,6 +915,7 @@ class ChunkIndex(Projection):
         if opts.mmr is not None and len(order) > 1:
             order = self._mmr(f, order, score, opts.mmr, top_k, vecs)
         out: list[SearchHit] = []
+        # Each search unpacks its own rows, so a hit may keep its row's memoised metadata dict.
         for k in order[:top_k]:
             r = rows[k]
             out.append(SearchHit(

@@ -65,7 +65,9 @@ def term_value(value: str) -> str:
     return raw
 
 
-class Row(msgspec.Struct, kw_only=True):
+# dict=True: an instance __dict__ holds the parsed metadata (see meta_dict); fields alone
+# decide equality, repr, encoding and copies, so the memo never shows.
+class Row(msgspec.Struct, kw_only=True, dict=True):
     """One searchable chunk (the vector travels separately, as a numpy row)."""
 
     key: str
@@ -98,14 +100,26 @@ class Row(msgspec.Struct, kw_only=True):
                    category=cat, confidence=conf, ts=ts, etime=et, metadata=meta)
 
     def meta_dict(self) -> dict[str, Any]:
-        """The metadata as a dict."""
-        if not self.metadata:
-            return {}
-        try:
-            out = _UNPACK.decode(self.metadata)
-        except msgspec.DecodeError:
-            return {}
-        return out if isinstance(out, dict) else {}
+        """The metadata as a dict, parsed once per row and shared by every later call: do not mutate it."""
+        # Search reads it for sequences, speakers and the hit. Only `confidence` is ever
+        # reassigned on a row, never `metadata`, so the memo cannot go stale. (The key must
+        # not name a method: instance __dict__ entries shadow them.)
+        memo = self.__dict__
+        out = memo.get("_meta")
+        if out is None:
+            out = memo["_meta"] = _decode_meta(self.metadata)
+        return out
+
+
+def _decode_meta(blob: bytes) -> dict[str, Any]:
+    """Metadata msgpack -> dict; {} when empty, undecodable or not a map."""
+    if not blob:
+        return {}
+    try:
+        out = _UNPACK.decode(blob)
+    except msgspec.DecodeError:
+        return {}
+    return out if isinstance(out, dict) else {}
 
 
 _FIELDS = ("source_id", "session_id", "user_id")
