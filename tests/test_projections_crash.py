@@ -48,9 +48,21 @@ def child(log_path: str, idx_path: str, seed: int, compact: bool, rebuild: bool 
     log.close()
 
 
-def _run(args: list[str], kill_after: float | None) -> str:
+def child_reset_killed(log_path: str, idx_path: str) -> None:
+    """Project the whole log, then die inside ``reset()`` after LanceDB was dropped, before Tantivy was."""
+    from eidetica.projections import _tantivy
+
+    log = ArrowLog(log_path, readonly=True)
+    idx = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD)
+    Projector(log, [idx], batch_size=7).catch_up()
+    print("READY", idx.count(), flush=True)
+    _tantivy.TantivyChunks.reset = lambda self: os._exit(9)  # a SIGKILL at exactly this point
+    idx.reset()
+
+
+def _run(args: list[str], kill_after: float | None, entry: str = "child") -> str:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "child", *args],
+    proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), entry, *args],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     assert proc.stdout is not None
     first = proc.stdout.readline()
@@ -153,5 +165,39 @@ def test_sigkill_during_rebuild_then_restart_converges(tmp_path) -> None:
             clean.close()
 
 
-if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "child":
+def test_kill_inside_reset_then_catch_up_leaves_no_stale_text_documents(tmp_path) -> None:
+    """A reset killed between dropping the LanceDB table and emptying Tantivy leaves a checkpoint
+    of "nothing applied" and a full Tantivy index: replaying from 0 must not take the keys that
+    LanceDB no longer holds for new ones (that skipped Tantivy's delete-by-key: duplicates)."""
+    log_path, idx_path = str(tmp_path / "log"), str(tmp_path / "idx")
+    w = Workload(seed=41, users=2, sessions=2, messages=4)
+    with ArrowLog(log_path, partitions=2) as log:
+        w.append_to(log)
+    out = _run([log_path, idx_path], kill_after=None, entry="child-reset")
+    assert out.startswith("READY") and "DONE" not in out
+    idx = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD)
+    try:  # the state the kill left: what the next process starts from
+        assert idx.checkpoint() == {} and idx.count() == 0 and idx.stats()["text"]["docs"] > 0
+    finally:
+        idx.close()
+    assert "DONE" in _run([log_path, idx_path, "5", "0"], kill_after=None)
+
+    with ArrowLog(log_path, readonly=True) as log:
+        recovered = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD)
+        clean = ChunkIndex(tmp_path / "clean", dim=DIM, ann_threshold=ANN_THRESHOLD)
+        try:
+            Projector(log, [clean]).rebuild()
+            a, b = recovered.snapshot(), clean.snapshot()
+            assert a["lance_duplicates"] == 0 and a["text_duplicates"] == 0
+            assert a["lance"] == a["text"] == b["lance"] and len(a["lance"]) > 50
+            for q in w.queries(20, seed=9):
+                assert [h.id for h in recovered.search(**q)] == [h.id for h in clean.search(**q)]
+        finally:
+            recovered.close()
+            clean.close()
+
+
+if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "child-reset":
+    child_reset_killed(sys.argv[2], sys.argv[3])
+elif __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "child":
     child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1", len(sys.argv) > 6 and sys.argv[6] == "1")

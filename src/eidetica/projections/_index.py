@@ -394,6 +394,14 @@ class ChunkIndex(Projection):
             raise DimensionMismatch(self._lance.stored_dim(), dim)
         self._lance.ann_parts = int(self._meta.get("ann_partitions", 0))
         self._text = TantivyChunks(os.path.join(self.path, "text"))
+        # Keys Tantivy may hold that LanceDB does not. LanceDB is written first, so a process
+        # that died between a LanceDB delete or drop and the Tantivy commit left such documents
+        # (a reset killed there: a checkpoint of "replay from 0" and a full Tantivy index). The
+        # replay must not take them for new keys (``lance.keys`` is rebuilt from LanceDB's live
+        # rows only) and skip their delete-by-key: that duplicated them in Tantivy. A superset
+        # (the term dictionary keeps deleted, unmerged documents' keys): an extra delete is a
+        # no-op. Cleared whenever Tantivy is rebuilt or emptied.
+        self._text_only: set[int] = self._text.key_hashes() - self._lance.keys
         self._marks = _Marks(os.path.join(self.path, "marks.jsonl"))
         self._ckpt_path = os.path.join(self.path, "checkpoint.json")
         self._ckpt = self._read_checkpoint()
@@ -437,6 +445,7 @@ class ChunkIndex(Projection):
             self._ckpt = {}
             self._lance.drop()
             self._text.reset()
+            self._text_only = set()
             self._marks.reset()
             self._meta["ann_rows"] = 0
             self._meta.pop("rebuilding", None)
@@ -549,7 +558,12 @@ class ChunkIndex(Projection):
             text.upsert(touched)
         rows = list(b.pending.values())
         if rows:
-            fresh = [hash(r.key) not in lance.keys for r in rows]
+            # fresh (no Tantivy delete-by-key needed): a key neither engine may hold
+            known, extra = lance.keys, self._text_only
+            if extra:
+                fresh = [(h := hash(r.key)) not in known and h not in extra for r in rows]
+            else:
+                fresh = [hash(r.key) not in known for r in rows]
             # LanceDB encodes and writes in native threads while this thread feeds Tantivy
             fut = self._executor().submit(lance.upsert, rows)
             try:
@@ -633,6 +647,7 @@ class ChunkIndex(Projection):
         fut = self._executor().submit(indexes)
         try:
             self._text.rebuild(lance.iter_batches())
+            self._text_only = set()
         finally:
             parts = fut.result()
         if parts:
@@ -696,6 +711,7 @@ class ChunkIndex(Projection):
             atomic_write_json(self._meta_path, self._meta)
             self._maintain(dt.timedelta(0))  # the vector index again, if the table is large enough
             self._text.rebuild(self._lance.iter_batches())
+            self._text_only = set()
             self._marks.rewrite()
             self._writes = 0
 

@@ -264,7 +264,7 @@ class TantivyChunks:
     def upsert(self, rows: Sequence[Row], fresh: Sequence[bool] | None = None) -> None:
         """Queue replace-by-key of rows: delete the key's document, then add the new one.
 
-        ``fresh[i]`` True promises that row i's key was never indexed (its delete is skipped).
+        ``fresh[i]`` True promises that no document of this index has row i's key (its delete is skipped).
         """
         w = self._w()
         for i, r in enumerate(rows):
@@ -405,6 +405,10 @@ class TantivyChunks:
         searcher = self.index.searcher()
         res = searcher.search(q, limit, count=False)
         return [Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits]
+
+    def key_hashes(self) -> set[int]:
+        """``hash()`` of every key in the term dictionary (deleted but unmerged documents included)."""
+        return {hash(k) for k, _ in self.index.searcher().terms_with_prefix("key", "")}
 
     def num_docs(self) -> int:
         """Live documents in the committed index."""
