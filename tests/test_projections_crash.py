@@ -76,6 +76,29 @@ def _run(args: list[str], kill_after: float | None, entry: str = "child") -> str
     return out
 
 
+def assert_equals_clean_rebuild(tmp_path, w: Workload, *, min_rows: int, queries: int, seed: int) -> None:
+    """The index a killed-and-restarted child left at tmp_path/idx equals a clean rebuild of tmp_path/log.
+
+    Checkpoint at the log's head, no duplicate rows, both engines holding the same rows as
+    the rebuild, and the same search results.
+    """
+    with ArrowLog(str(tmp_path / "log"), readonly=True) as log:
+        recovered = ChunkIndex(str(tmp_path / "idx"), dim=DIM, ann_threshold=ANN_THRESHOLD)
+        clean = ChunkIndex(tmp_path / "clean", dim=DIM, ann_threshold=ANN_THRESHOLD)
+        try:
+            assert recovered.checkpoint() == {p: log.head(p) for p in range(log.partitions) if log.head(p)}
+            Projector(log, [clean]).rebuild()
+            a, b = recovered.snapshot(), clean.snapshot()
+            assert a["lance_duplicates"] == 0 and a["text_duplicates"] == 0
+            assert a["lance"] == a["text"], "the two engines diverged"
+            assert a["lance"] == b["lance"] and len(a["lance"]) > min_rows
+            for q in w.queries(queries, seed=seed):
+                assert [h.id for h in recovered.search(**q)] == [h.id for h in clean.search(**q)]
+        finally:
+            recovered.close()
+            clean.close()
+
+
 def test_sigkill_while_projecting_converges_to_a_clean_rebuild(tmp_path) -> None:
     log_path, idx_path = str(tmp_path / "log"), str(tmp_path / "idx")
     w = Workload(seed=31, users=3, sessions=2, messages=5)
@@ -102,21 +125,7 @@ def test_sigkill_while_projecting_converges_to_a_clean_rebuild(tmp_path) -> None
     out = _run([log_path, idx_path, "99", "0"], kill_after=None)  # let it finish
     assert "DONE" in out
 
-    with ArrowLog(log_path, readonly=True) as log:
-        recovered = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD)
-        clean = ChunkIndex(tmp_path / "clean", dim=DIM, ann_threshold=ANN_THRESHOLD)
-        try:
-            assert recovered.checkpoint() == {p: log.head(p) for p in range(log.partitions) if log.head(p)}
-            Projector(log, [clean]).rebuild()
-            a, b = recovered.snapshot(), clean.snapshot()
-            assert a["lance_duplicates"] == 0 and a["text_duplicates"] == 0
-            assert a["lance"] == a["text"], "the two engines diverged"
-            assert a["lance"] == b["lance"] and len(a["lance"]) > 100
-            for q in w.queries(40, seed=3):
-                assert [h.id for h in recovered.search(**q)] == [h.id for h in clean.search(**q)]
-        finally:
-            recovered.close()
-            clean.close()
+    assert_equals_clean_rebuild(tmp_path, w, min_rows=100, queries=40, seed=3)
 
 
 def test_sigkill_during_rebuild_then_restart_converges(tmp_path) -> None:
@@ -150,19 +159,7 @@ def test_sigkill_during_rebuild_then_restart_converges(tmp_path) -> None:
     out = _run([log_path, idx_path, "99", "0"], kill_after=None)  # a normal start: catch up
     assert "DONE" in out
 
-    with ArrowLog(log_path, readonly=True) as log:
-        recovered = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD)
-        clean = ChunkIndex(tmp_path / "clean", dim=DIM, ann_threshold=ANN_THRESHOLD)
-        try:
-            Projector(log, [clean]).rebuild()
-            a, b = recovered.snapshot(), clean.snapshot()
-            assert a["lance_duplicates"] == 0 and a["text_duplicates"] == 0
-            assert a["lance"] == a["text"] == b["lance"] and len(a["lance"]) > 100
-            for q in w.queries(40, seed=5):
-                assert [h.id for h in recovered.search(**q)] == [h.id for h in clean.search(**q)]
-        finally:
-            recovered.close()
-            clean.close()
+    assert_equals_clean_rebuild(tmp_path, w, min_rows=100, queries=40, seed=5)
 
 
 def test_kill_inside_reset_then_catch_up_leaves_no_stale_text_documents(tmp_path) -> None:
@@ -182,19 +179,7 @@ def test_kill_inside_reset_then_catch_up_leaves_no_stale_text_documents(tmp_path
         idx.close()
     assert "DONE" in _run([log_path, idx_path, "5", "0"], kill_after=None)
 
-    with ArrowLog(log_path, readonly=True) as log:
-        recovered = ChunkIndex(idx_path, dim=DIM, ann_threshold=ANN_THRESHOLD)
-        clean = ChunkIndex(tmp_path / "clean", dim=DIM, ann_threshold=ANN_THRESHOLD)
-        try:
-            Projector(log, [clean]).rebuild()
-            a, b = recovered.snapshot(), clean.snapshot()
-            assert a["lance_duplicates"] == 0 and a["text_duplicates"] == 0
-            assert a["lance"] == a["text"] == b["lance"] and len(a["lance"]) > 50
-            for q in w.queries(20, seed=9):
-                assert [h.id for h in recovered.search(**q)] == [h.id for h in clean.search(**q)]
-        finally:
-            recovered.close()
-            clean.close()
+    assert_equals_clean_rebuild(tmp_path, w, min_rows=50, queries=20, seed=9)
 
 
 if __name__ == "__main__" and len(sys.argv) > 1 and sys.argv[1] == "child-reset":
