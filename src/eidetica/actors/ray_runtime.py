@@ -33,6 +33,7 @@ from ..events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from ..providers import LLM, Embedder, OfflineLLM, default_embedder
 from ._config import MemoryConfig
 from .curator import FactCurator
+from .items import ItemsActor
 from .notes import NotesActor
 from .runtime import Runtime
 from .session import SessionActor
@@ -177,6 +178,8 @@ class ActorHost:
             self.actor = FactCurator(rlog, *args, remb, llm, config, clock)
         elif kind == "notes":
             self.actor = NotesActor(rlog, *args, remb, clock)
+        elif kind == "items":
+            self.actor = ItemsActor(rlog, *args, remb, clock)
         elif kind == "summarizer":
             self.actor = Summarizer(rlog, llm, remb, config)
         else:
@@ -360,6 +363,10 @@ class RayRuntime(Runtime):
     def notes(self, tenant: str, user_id: str) -> Any:
         """The notes actor of a user."""
         return self._actor("notes", NotesActor, (tenant, user_id), (tenant, user_id))
+
+    def items(self, tenant: str, user_id: str) -> Any:
+        """The items actor of a user."""
+        return self._actor("items", ItemsActor, (tenant, user_id), (tenant, user_id))
 
     def summarizer(self) -> Any:
         """A Summarizer actor."""

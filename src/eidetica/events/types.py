@@ -37,6 +37,9 @@ __all__ = [
     "UserForgotten",
     "EmbedderChanged",
     "Redacted",
+    "ItemPut",
+    "ItemDeleted",
+    "ItemTouched",
     "EVENT_TYPES",
     "encode",
     "decode",
@@ -233,6 +236,33 @@ class EmbedderChanged(Event, frozen=True):
     previous_model_id: str = ""
 
 
+class ItemPut(Event, frozen=True):
+    """A framework store item (LangGraph ``BaseStore``) was written: the whole value, verbatim."""
+
+    item_id: str  # derived from (namespace, key): the same item always has the same id
+    user_id: str
+    namespace: list[str]
+    key: str
+    value: dict[str, Any] = {}
+    indexed: bool = True  # False: stored but not searchable by query (``put(..., index=False)``)
+    ttl_minutes: float | None = None
+    expires_at: dt.datetime | None = None
+
+
+class ItemDeleted(Event, frozen=True):
+    """A framework store item was deleted (by its owner, or by the TTL sweeper)."""
+
+    item_id: str
+    reason: str = ""  # "" (deleted) | "expired"
+
+
+class ItemTouched(Event, frozen=True):
+    """A framework store item's TTL was refreshed by a read."""
+
+    item_id: str
+    expires_at: dt.datetime | None = None
+
+
 EVENT_TYPES: tuple[type[Event], ...] = (
     SessionStarted,
     MessageAppended,
@@ -255,6 +285,9 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     UserForgotten,
     EmbedderChanged,
     Redacted,
+    ItemPut,
+    ItemDeleted,
+    ItemTouched,
 )
 
 _ENCODER = msgspec.msgpack.Encoder()
