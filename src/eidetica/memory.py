@@ -701,7 +701,7 @@ class Memory:
         for p in range(self.log.partitions):
             for batch in self.log.read_batches(partition=p):
                 types = batch.column("type").to_pylist()
-                if not gone_types.intersection(types) and "ItemDeleted" not in types and "ItemPut" not in types:
+                if not gone_types.intersection(types) and not {"ItemDeleted", "ItemPut", "MessageRetracted"}.intersection(types):
                     continue
                 for ev in events_from_batch(batch):
                     if ev.type in ("ItemDeleted", "ItemPut"):
@@ -710,6 +710,8 @@ class Memory:
                         seen[k] = max(seen.get(k, -1), ev.version)
                     elif ev.type in ("SessionForgotten", "UserForgotten"):
                         tombs[ev.stream] = max(tombs.get(ev.stream, -1), ev.version)
+                    elif ev.type == "MessageRetracted":
+                        deleted.add(ev.decode().message_id or "-")  # type: ignore[attr-defined]
                     elif ev.type in gone_types:
                         d = ev.decode()
                         ident = getattr(d, "fact_id", "") or getattr(d, "note_id", "")
@@ -736,6 +738,8 @@ class Memory:
                         d = ev.decode()
                         src = getattr(d, "source_id", None) or getattr(d, "fact_id", None) or getattr(d, "note_id", "")
                         forgotten = src in deleted
+                    elif not forgotten and ev.type == "MessageAppended":
+                        forgotten = ev.event_id.hex in deleted  # taken back (MessageRetracted)
                     if forgotten:
                         redact.setdefault(p, set()).add(ev.offset)
                     elif ev.type == "ChunksEmbedded":
@@ -930,6 +934,13 @@ class SessionHandle:
         """Resume: the last messages that fit ``token_budget``."""
         self.flush()
         return self._actor.restore(token_budget)
+
+    def pop(self) -> Message | None:
+        """Take back the last message (an event: ``MessageRetracted``); returns it, None when empty."""
+        self.flush()
+        msg = self._actor.retract_last()
+        self._m._sync()
+        return msg
 
     def forget(self) -> None:
         """Forget this session."""

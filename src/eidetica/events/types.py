@@ -40,6 +40,7 @@ __all__ = [
     "ItemPut",
     "ItemDeleted",
     "ItemTouched",
+    "MessageRetracted",
     "EVENT_TYPES",
     "encode",
     "decode",
@@ -263,6 +264,14 @@ class ItemTouched(Event, frozen=True):
     expires_at: dt.datetime | None = None
 
 
+class MessageRetracted(Event, frozen=True):
+    """The session's last message was taken back (an Agents SDK ``pop_item``): an event, not a rewrite."""
+
+    session_id: str
+    sequence: int
+    message_id: str = ""  # the retracted MessageAppended's event id (hex): its chunks' source_id
+
+
 EVENT_TYPES: tuple[type[Event], ...] = (
     SessionStarted,
     MessageAppended,
@@ -288,6 +297,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ItemPut,
     ItemDeleted,
     ItemTouched,
+    MessageRetracted,
 )
 
 _ENCODER = msgspec.msgpack.Encoder()

@@ -11,7 +11,7 @@ Row semantics
   of the session; ``UserForgotten`` every row of the user (always within the tenant).
 * ``ItemPut`` deletes the older rows of its item (the ``ChunksEmbedded`` written with it,
   kind ``item``, brings the new ones; an item put with ``index=False`` has none);
-  ``ItemDeleted`` deletes the item's rows.
+  ``ItemDeleted`` deletes the item's rows; ``MessageRetracted`` those of the message.
 
 Idempotence and order independence
 ----------------------------------
@@ -85,6 +85,7 @@ _SESSION_KINDS = ("message", "summary")
 _HANDLED = frozenset({
     "ChunksEmbedded", "FactReinforced", "FactDecayed", "FactSuperseded", "FactDeleted", "FactPruned",
     "NoteDeleted", "SessionForgotten", "UserForgotten", "ItemPut", "ItemDeleted",
+    "MessageRetracted",
 })
 FORMAT = 1
 _SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
@@ -508,6 +509,8 @@ class ChunkIndex(Projection):
             self._delete(b, Pred(tenant, "source_id", e.item_id, etime), mark=False)
         elif isinstance(e, ev.ItemDeleted):
             self._delete(b, Pred(tenant, "source_id", e.item_id, etime))
+        elif isinstance(e, ev.MessageRetracted):
+            self._delete(b, Pred(tenant, "source_id", e.message_id, etime))
 
     def _delete(self, b: _Batch, p: Pred, mark: bool = True) -> None:
         if not p.value:

@@ -348,6 +348,12 @@ class StateProjection(Projection):
             )
         s.last = max(s.last, rec.time)
 
+    def _on_message_retracted(self, rec: RecordedEvent, e: ev.MessageRetracted) -> None:
+        s = self._sessions.get((rec.tenant, e.session_id))
+        if s is not None:
+            s.messages.pop(e.sequence, None)
+            s.last = max(s.last, rec.time)
+
     def _on_summary(self, rec: RecordedEvent, e: ev.SummaryCommitted) -> None:
         if self._dead(rec.tenant, None, e.session_id, rec.time):
             return
@@ -706,6 +712,7 @@ class StateProjection(Projection):
 _HANDLERS: dict[type, Any] = {
     ev.SessionStarted: StateProjection._on_session_started,
     ev.MessageAppended: StateProjection._on_message,
+    ev.MessageRetracted: StateProjection._on_message_retracted,
     ev.SummaryCommitted: StateProjection._on_summary,
     ev.SessionForgotten: StateProjection._on_session_forgotten,
     ev.UserForgotten: StateProjection._on_user_forgotten,
