@@ -131,39 +131,52 @@ class Items:
         if query is not None and not isinstance(query, str):
             raise InvalidInput("query", "must be a string or None", query)
         self._m._sync()
-        allowed = {it.item_id: it for it in self._m.state.items(self._m.tenant, pre)
-                   if self._live(it, omit_expired) and (where is None or where(it))}
         want = offset + limit
-        if not allowed or limit == 0:
+        if limit == 0:
             return []
-        if not query or not query.strip():
-            out: list[tuple[ItemInfo, float | None]] = [(it, None) for it in list(allowed.values())[offset:want]]
+        if query is not None and query.strip():
+            out = self._ranked(query, pre, where, omit_expired, want)[offset:want]
         else:
-            out = self._ranked(query, pre, allowed, want)[offset:want]
+            admitted = (it for it in self._m.state.items(self._m.tenant, pre)
+                        if self._live(it, omit_expired) and (where is None or where(it)))
+            out = [(it, None) for k, it in zip(range(want), admitted)][offset:]
         if refresh_ttl:
             self.touch([it for it, _ in out])
         return out
 
-    def _ranked(self, query: str, prefix: tuple[str, ...], allowed: dict[str, ItemInfo], want: int) -> list[tuple[ItemInfo, float | None]]:
-        namespaces = {it.namespace for it in allowed.values()}
-        users = {it.user_id for it in allowed.values()}
-        # narrow the index query by what every admitted item shares: a namespace is the
-        # rows' session_id, the owner their user_id (both are indexed filters)
-        session_id = ".".join(next(iter(namespaces))) if len(namespaces) == 1 else None
-        user = next(iter(users)) if len(users) == 1 else None
+    def _ranked(
+        self, query: str, prefix: tuple[str, ...], where: Callable[[ItemInfo], bool] | None, omit_expired: bool, want: int
+    ) -> list[tuple[ItemInfo, float | None]]:
+        """Hybrid search over item rows; admitted items are looked up per hit, so a query costs
+        what the engines return, not the size of the namespace."""
+        state, tenant, n = self._m.state, self._m.tenant, len(prefix)
+        namespaces = [ns for ns in state.item_namespaces(tenant) if ns[:n] == prefix]
+        if not namespaces:
+            return []
+        # one namespace: its rows' session_id is an indexed filter (exact search over it)
+        session_id = ".".join(namespaces[0]) if len(namespaces) == 1 else None
+
+        def admit(it: ItemInfo | None) -> bool:
+            return (it is not None and it.namespace[:n] == prefix and self._live(it, omit_expired)
+                    and (where is None or where(it)))
+
         k = min(_MAX_SCAN, max(50, 2 * want))
         while True:
-            hits = self._m._search(query, top_k=k, user=user, kinds=["item"], session_id=session_id, min_score=None,
+            hits = self._m._search(query, top_k=k, user=None, kinds=["item"], session_id=session_id, min_score=None,
                                    names=False, candidates=k)
-            scored: dict[str, float] = {}
+            scored: dict[str, tuple[ItemInfo, float]] = {}
             for h in hits:
-                if h.source_id in allowed and h.source_id not in scored:
-                    scored[h.source_id] = float(h.score)
-            if len(scored) >= min(want, len(allowed)) or len(hits) < k or k >= _MAX_SCAN:
+                if h.source_id not in scored:
+                    it = state.item_by_id(tenant, h.source_id)
+                    if admit(it):
+                        scored[h.source_id] = (it, float(h.score))  # type: ignore[assignment]
+            if len(scored) >= want or len(hits) < k or k >= _MAX_SCAN:
                 break
             k = min(_MAX_SCAN, k * 4)
-        out: list[tuple[ItemInfo, float | None]] = [(allowed[i], s) for i, s in scored.items()]
-        out += [(it, None) for i, it in allowed.items() if i not in scored][: max(0, want - len(out))]
+        out: list[tuple[ItemInfo, float | None]] = list(scored.values())
+        if len(out) < want:  # items the engines did not propose (not indexed, no match) follow, scoreless
+            rest = (it for it in state.items(tenant, prefix) if it.item_id not in scored and admit(it))
+            out += [(it, None) for _, it in zip(range(want - len(out)), rest)]
         return out
 
     def namespaces(self) -> list[tuple[str, ...]]:
