@@ -28,7 +28,7 @@ import numpy as np
 
 import eidetica
 from eidetica.integrations.langgraph import EideticaStore
-from eidetica.providers import Embedder, default_embedder
+from eidetica.providers import Embedder, LocalEmbedder, default_embedder
 
 SUBJECTS = ["coffee", "jazz", "hiking", "Python", "Rust", "sushi", "Berlin", "Lisbon", "cats", "chess", "yoga",
             "the piano", "gardening", "cycling", "sci-fi novels", "tea", "running", "photography", "Kyoto", "pasta"]
@@ -99,7 +99,8 @@ def main() -> None:
     rng = random.Random(7)
     items = [memory_text(rng, i) for i in range(n)]
     puts = [memory_text(rng, n + i) for i in range(p)]
-    queries = [f"{QUERIES[i % len(QUERIES)]} {SUBJECTS[(i * 7) % len(SUBJECTS)]}" for i in range(q)]
+    # distinct texts: no embedding cache can answer a query it has seen
+    queries = [f"{rng.choice(QUERIES)} {rng.choice(SUBJECTS)} (question {i})" for i in range(q)]
     base = default_embedder()
     cache: dict[str, np.ndarray] = {}
     t0 = time.perf_counter()
@@ -107,26 +108,33 @@ def main() -> None:
         for t, v in zip(items[k : k + 256], base.embed(items[k : k + 256])):
             cache[t] = v
     print(json.dumps({"precomputed_vectors": n, "seconds": round(time.perf_counter() - t0, 1)}), flush=True)
-    emb = Cached(base, cache)
-    # the query and put texts are never cached: every store runs the model for them
-    lg_embed: Callable[[list[str]], list[list[float]]] = lambda texts: emb.embed(texts).tolist()  # noqa: E731
-    index = {"dims": emb.dim, "embed": lg_embed, "fields": ["text"], "text_fields": ["text"]}
+
+    def fresh() -> Cached:
+        # a new embedder per store (the weights are shared, the LRU cache is not): no store
+        # finds a put or query text already embedded by the store measured before it
+        return Cached(LocalEmbedder(), cache)
+
+    def lg_index() -> dict[str, Any]:
+        emb = fresh()
+        embed: Callable[[list[str]], list[list[float]]] = lambda texts: emb.embed(texts).tolist()  # noqa: E731
+        return {"dims": emb.dim, "embed": embed, "fields": ["text"], "text_fields": ["text"]}
+
     results = []
     with tempfile.TemporaryDirectory() as d:
         from langgraph.store.memory import InMemoryStore
 
-        results.append(run_store("langgraph_inmemory", InMemoryStore(index=index), items, puts, queries))  # type: ignore[arg-type]
+        results.append(run_store("langgraph_inmemory", InMemoryStore(index=lg_index()), items, puts, queries))  # type: ignore[arg-type]
 
         import pysqlite3 as sqlite3  # this Python cannot load extensions; pysqlite3 can (STACK.md)
         from langgraph.store.sqlite import SqliteStore
 
         conn = sqlite3.connect(str(Path(d) / "lg.sqlite"), check_same_thread=False, isolation_level=None)
-        sq = SqliteStore(conn, index=index)  # type: ignore[arg-type]
+        sq = SqliteStore(conn, index=lg_index())  # type: ignore[arg-type]
         sq.setup()
         results.append(run_store("langgraph_sqlite_vec", sq, items, puts, queries))
         conn.close()
 
-        with eidetica.open(Path(d) / "eidetica", embedder=emb) as m:
+        with eidetica.open(Path(d) / "eidetica", embedder=fresh()) as m:
             results.append(run_store("eidetica", EideticaStore(m, index={"fields": ["text"]}), items, puts, queries))
     ours = results[-1]
     best_put = max(r["put_per_s"] for r in results[:2])

@@ -160,7 +160,7 @@ class Items:
             return (it is not None and it.namespace[:n] == prefix and self._live(it, omit_expired)
                     and (where is None or where(it)))
 
-        k = min(_MAX_SCAN, max(50, 2 * want))
+        k = min(_MAX_SCAN, max(20, 2 * want))
         while True:
             hits = self._m._search(query, top_k=k, user=None, kinds=["item"], session_id=session_id, min_score=None,
                                    names=False, candidates=k)
