@@ -8,15 +8,12 @@ chunk index (kind ``item``), so a query search is eidetica's hybrid search.
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .actors._text import check_id
 from .errors import InvalidInput
 from .events.streams import parse_stream
 from .projections import ItemInfo
-
-if TYPE_CHECKING:
-    from .memory import Memory
 
 __all__ = ["Items", "ItemInfo", "check_namespace"]
 
@@ -46,7 +43,7 @@ def _check_ttl(field: str, ttl: Any) -> float | None:
 class Items:
     """The items of one tenant: put, get, search, list namespaces, TTL refresh and sweep."""
 
-    def __init__(self, memory: "Memory") -> None:
+    def __init__(self, memory: Any) -> None:  # the Memory facade (imported by it: no import back)
         self._m = memory
 
     def _now(self) -> dt.datetime:
