@@ -103,20 +103,13 @@ class ItemsActor:
                 pos += n
         with self._lock:
             # a delete of an item that does not exist writes nothing (LangGraph's delete is a no-op then)
-            live = dict(self.live)
-            keep = []
-            for e in events:
-                if isinstance(e, ItemDeleted) and e.item_id not in live:
-                    continue
-                keep.append(e)
-                if isinstance(e, ItemPut):
-                    live[e.item_id] = (e.ttl_minutes, e.expires_at)
-                elif isinstance(e, ItemDeleted):
-                    live.pop(e.item_id, None)
+            # one event per item (deduplicated above): a delete is kept when the item lives now
+            keep = [e for e in events if not isinstance(e, ItemDeleted) or e.item_id in self.live]
             if not keep:
                 return -1
             _, last = self.log.append(self.stream, [NewEvent.of(e, tenant=self.tenant) for e in keep])
-            self.live = live
+            for e in keep:  # folded only once the append succeeded
+                self._fold(e)
         return last
 
     def touch(self, item_ids: Sequence[str]) -> int:

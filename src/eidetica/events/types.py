@@ -3,6 +3,16 @@
 Schema evolution follows msgspec's rules: a new field needs a default; never reorder
 or retype a field. A breaking change gets a new tag plus an upcaster registered with
 :func:`register_upcaster`.
+
+Framework items and retractions (event -> stream -> its one writer -> folded by):
+
+* ``ItemPut`` / ``ItemDeleted`` / ``ItemTouched`` -> ``items:<tenant>:<user>`` -> ``ItemsActor``
+  -> ``StateProjection`` (values, times, TTL) and ``ChunkIndex`` (an ``ItemPut`` replaces the
+  item's rows, the ``ChunksEmbedded`` of kind ``item`` beside it brings the new ones;
+  ``ItemDeleted`` removes them); ``UserForgotten`` in the same stream ends them all.
+* ``MessageRetracted`` -> ``session:<tenant>:<session>`` -> ``SessionActor`` -> ``StateProjection``
+  (the message leaves the session) and ``ChunkIndex`` (its rows go); ``compact`` redacts the
+  retracted message.
 """
 
 from __future__ import annotations
