@@ -419,3 +419,16 @@ def test_both_adapters_on_the_ray_runtime(tmp_path: Path) -> None:
     finally:
         if started:
             ray.shutdown()
+
+
+def test_bad_item_input_names_the_field_and_writes_nothing(tmp_path: Path) -> None:
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        head = m.log.head(0)
+        ok = {"namespace": ("a",), "key": "k", "value": {"x": 1}, "user": "u", "texts": ["x"]}
+        for bad, field in [({"value": [1]}, "ops[1].value"), ({"key": 3}, "ops[1].key"), ({"namespace": ("a.b",)}, "ops[1].namespace"),
+                           ({"ttl": -1}, "ops[1].ttl"), ({"texts": "x"}, "ops[1].texts"), ({"user": ""}, "ops[1].user")]:
+            with pytest.raises(InvalidInput, match=field.replace("[", r"\[").replace("]", r"\]")):
+                m.items.put([ok, dict(ok, **bad)])
+        assert m.log.head(0) == head and m.items.namespaces() == []
+        with pytest.raises(InvalidInput, match="limit"):
+            m.items.search(("a",), limit=-1)
