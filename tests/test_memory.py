@@ -14,7 +14,7 @@ import pytest
 
 import eidetica
 from eidetica.actors import MemoryConfig, Summarizer
-from eidetica.errors import EmbeddingModelChanged, InvalidInput, NotFound, WrongExpectedVersion
+from eidetica.errors import EmbeddingModelChanged, InvalidInput, NotFound, StoreLocked, WrongExpectedVersion
 from eidetica.events.streams import facts_stream, session_stream, summary_stream
 from eidetica.providers import HashEmbedder, OfflineLLM
 
@@ -75,8 +75,14 @@ def reopen(m, **kw):
         from eidetica.actors.ray_runtime import shutdown_store
 
         shutdown_store(path)
-        time.sleep(1.0)  # the killed log actor releases its lock
-        return eidetica.open(path, embedder=HashEmbedder(dim=64), clock=clock, runtime="ray", **kw)
+        deadline = time.monotonic() + 60
+        while True:  # the killed log actor releases its lock when its process is gone
+            try:
+                return eidetica.open(path, embedder=HashEmbedder(dim=64), clock=clock, runtime="ray", **kw)
+            except StoreLocked:
+                if time.monotonic() > deadline:
+                    raise
+                threading.Event().wait(0.1)
     return eidetica.open(path, embedder=emb, clock=clock, **kw)
 
 
