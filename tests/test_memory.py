@@ -14,7 +14,7 @@ import pytest
 
 import eidetica
 from eidetica.actors import MemoryConfig, Summarizer
-from eidetica.errors import EmbeddingModelChanged, InvalidInput, NotFound, StoreLocked, WrongExpectedVersion
+from eidetica.errors import EmbeddingModelChanged, InvalidInput, NotFound, WrongExpectedVersion
 from eidetica.events.streams import facts_stream, session_stream, summary_stream
 from eidetica.providers import HashEmbedder, OfflineLLM
 
@@ -67,6 +67,26 @@ def mem(tmp_path, clock, runtime):
         shutdown_store(m.path)
 
 
+def wait_for_lock_release(lock_path, timeout: float = 60.0) -> None:
+    """Block (bounded) until no process holds the log's writer lock."""
+    import fcntl
+    import os
+
+    deadline = time.monotonic() + timeout
+    fd = os.open(lock_path, os.O_RDWR)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the log's lock was never released"
+                threading.Event().wait(0.05)
+    finally:
+        os.close(fd)
+
+
 def reopen(m, **kw):
     path, clock, emb = m.path, m.clock, m.embedder
     ray_mode = getattr(m.runtime, "key", None) is not None
@@ -75,14 +95,8 @@ def reopen(m, **kw):
         from eidetica.actors.ray_runtime import shutdown_store
 
         shutdown_store(path)
-        deadline = time.monotonic() + 60
-        while True:  # the killed log actor releases its lock when its process is gone
-            try:
-                return eidetica.open(path, embedder=HashEmbedder(dim=64), clock=clock, runtime="ray", **kw)
-            except StoreLocked:
-                if time.monotonic() > deadline:
-                    raise
-                threading.Event().wait(0.1)
+        wait_for_lock_release(path / "log" / "LOCK")  # the killed log actor's process lets go of it
+        return eidetica.open(path, embedder=HashEmbedder(dim=64), clock=clock, runtime="ray", **kw)
     return eidetica.open(path, embedder=emb, clock=clock, **kw)
 
 
