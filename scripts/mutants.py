@@ -68,7 +68,7 @@ MUTANTS = [
     Mutant("no idempotency within one commit group", LOG,
            "                if len(requests) > 1:\n                    ids.update(",
            "                if False:\n                    ids.update(",
-           ("tests/test_log_conformance.py::TestArrowLog",)),
+           ("tests/test_log_group_commit.py::test_the_same_events_queued_in_one_group_are_written_once",)),
     Mutant("no expected-version check", LOG,
            "                    raise WrongExpectedVersion(req.stream, exp, actual)\n",
            "                    pass\n",

@@ -159,3 +159,29 @@ def test_callers_queued_behind_a_slow_fsync_all_commit(make_log) -> None:
     assert sorted(out) == list(range(12)) and all(isinstance(v, tuple) for v in out.values())
     assert log.head() == 13
     log.close()
+
+
+def test_the_same_events_queued_in_one_group_are_written_once(make_log) -> None:
+    # retries of one append that wait behind the same leader are admitted in one group:
+    # the first is written, the rest are recognised by their event ids within the group
+    log = make_log()
+    leader = threading.Thread(target=log.append, args=("x", [msg(0)]))
+    leader.start()
+    assert log.entered.wait(30)
+    evs = [msg(1), msg(2)]
+    single = [msg(3)]
+    out: dict[int, Any] = {}
+    ts = [threading.Thread(target=lambda k=k: out.__setitem__(k, log.append("a" if k % 2 else "b",
+                                                                            evs if k % 2 else single)))
+          for k in range(8)]
+    for t in ts:
+        t.start()
+    queued(log, 8)
+    log.gate.set()
+    for t in [leader, *ts]:
+        t.join(30)
+    assert not any(t.is_alive() for t in [leader, *ts])
+    assert len({out[k] for k in range(1, 8, 2)}) == 1 and len({out[k] for k in range(0, 8, 2)}) == 1
+    assert sorted(e.stream for e in log.read()) == ["a", "a", "b", "x"]
+    assert log.stream_version("a") == 1 and log.stream_version("b") == 0
+    log.close()
