@@ -45,6 +45,7 @@ class Mutant:
 LOG = "src/eidetica/events/log.py"
 ARROW = "src/eidetica/events/arrow_log.py"
 INDEX = "src/eidetica/projections/_index.py"
+RANKING = "src/eidetica/projections/_ranking.py"
 TANTIVY = "src/eidetica/projections/_tantivy.py"
 ROWS = "src/eidetica/projections/_rows.py"
 CONFIG = "src/eidetica/actors/_config.py"
@@ -111,13 +112,13 @@ MUTANTS = [
            '                                     (Occur.Must, Query.term_query(SCHEMA, "text", term))])\n',
            '            q = Query.term_query(SCHEMA, "text", term)\n',
            ("tests/test_projections_scores.py::test_another_tenants_data_never_moves_a_score",)),
-    Mutant("default vector weight 0.7 -> 0.5", INDEX,
+    Mutant("default vector weight 0.7 -> 0.5", RANKING,
            "VECTOR_WEIGHT = 0.7\n", "VECTOR_WEIGHT = 0.5\n",
            ("tests/test_projections_scores.py",)),
-    Mutant("fusion weights swapped", INDEX,
-           "score = {k: w * nv.get(k, 0.0) + (1.0 - w) * nt.get(k, 0.0)",
-           "score = {k: (1.0 - w) * nv.get(k, 0.0) + w * nt.get(k, 0.0)",
-           ("tests/test_projections_scores.py", "tests/test_projections_index.py")),
+    Mutant("fusion weights swapped", RANKING,
+           "    return w * np.asarray(v, dtype=np.float64) + (1.0 - w) * np.asarray(t, dtype=np.float64)",
+           "    return (1.0 - w) * np.asarray(v, dtype=np.float64) + w * np.asarray(t, dtype=np.float64)",
+           ("tests/test_projections_scores.py", "tests/test_ranking.py", "tests/test_projections_index.py")),
     Mutant("forget_user leaves index rows", INDEX,
            '            self._delete(b, Pred(tenant, "user_id", e.user_id, etime))\n',
            "            pass\n",
@@ -140,11 +141,12 @@ MUTANTS = [
 ]
 
 
-def _copy_tree(dest: str) -> None:
+def _copy_tree(dest: str, root: str = ROOT) -> None:
+    """Copy what the tests need (src, tests, pyproject.toml) from ``root`` to ``dest``."""
     for name in ("src", "tests"):
-        shutil.copytree(os.path.join(ROOT, name), os.path.join(dest, name),
+        shutil.copytree(os.path.join(root, name), os.path.join(dest, name),
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", ".pytest_cache"))
-    shutil.copy(os.path.join(ROOT, "pyproject.toml"), dest)
+    shutil.copy(os.path.join(root, "pyproject.toml"), dest)
 
 
 def _pytest(copy: str, tests: tuple[str, ...], selection: tuple[str, ...] = ()) -> tuple[str, float, str]:
@@ -189,7 +191,7 @@ def main() -> None:
     rows: list[tuple[str, str, float, str]] = []
     try:
         base = os.path.join(scratch, "base")
-        _copy_tree(base)
+        _copy_tree(base)  # one snapshot of the tree; every mutant starts from it
         if not _imports_the_copy(base):
             sys.exit("the copy's src is not imported first: is PYTHONPATH overridden?")
         if not args.no_baseline:
@@ -200,7 +202,7 @@ def main() -> None:
                 sys.exit("the tests fail without any mutant: fix that first")
         for k, m in enumerate(chosen):
             copy = os.path.join(scratch, f"m{k:02d}")
-            _copy_tree(copy)
+            _copy_tree(copy, base)  # from the snapshot taken at the start: later edits do not leak in
             target = os.path.join(copy, m.path)
             with open(target, encoding="utf-8") as f:
                 src = f.read()
