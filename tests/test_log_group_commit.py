@@ -2,7 +2,8 @@
 
 Run on both logs: the in-memory reference and the durable ``ArrowLog`` (whose leader
 really writes and fsyncs). Threads are ordered by explicit events and by the log's own
-queue (waited for with a deadline), never by sleeps.
+queue (waited for with a deadline), never by sleeps; every thread is a daemon, so a stalled
+log fails the test instead of hanging the process.
 """
 
 from __future__ import annotations
@@ -77,11 +78,11 @@ def alarm() -> Iterator[None]:
 
 def test_an_interrupted_follower_does_not_stall_the_log(alarm, make_log) -> None:
     log = make_log()
-    leader = threading.Thread(target=log.append, args=("a", [msg(0)]))
+    leader = threading.Thread(target=log.append, args=("a", [msg(0)]), daemon=True)
     leader.start()
     assert log.entered.wait(30)  # the leader holds the commit
     other_result: list[Any] = []
-    other = threading.Thread(target=lambda: other_result.append(log.append("c", [msg(2)])))
+    other = threading.Thread(target=lambda: other_result.append(log.append("c", [msg(2)])), daemon=True)
     main = threading.main_thread().ident
     assert main == threading.get_ident()
 
@@ -93,7 +94,7 @@ def test_an_interrupted_follower_does_not_stall_the_log(alarm, make_log) -> None
         queued(log, 2)
         signal.pthread_kill(main, signal.SIGUSR1)
 
-    director = threading.Thread(target=choreography)
+    director = threading.Thread(target=choreography, daemon=True)
     director.start()
     with pytest.raises(Interrupt):
         log.append("b", [msg(1)])
@@ -113,7 +114,7 @@ def test_an_interrupted_follower_does_not_stall_the_log(alarm, make_log) -> None
 def test_a_failing_write_answers_the_whole_group_and_the_log_goes_on(make_log) -> None:
     log = make_log()
     log.fail = True
-    leader = threading.Thread(target=log.append, args=("a", [msg(0)]))
+    leader = threading.Thread(target=log.append, args=("a", [msg(0)]), daemon=True)
     leader.start()
     assert log.entered.wait(30)
     errors: list[BaseException] = []
@@ -124,7 +125,7 @@ def test_a_failing_write_answers_the_whole_group_and_the_log_goes_on(make_log) -
         except OSError as e:
             errors.append(e)
 
-    fs = [threading.Thread(target=follower, args=(k,)) for k in range(4)]
+    fs = [threading.Thread(target=follower, args=(k,), daemon=True) for k in range(4)]
     for f in fs:
         f.start()
     queued(log, 4)  # all four wait behind the leader and go in one group
@@ -144,11 +145,12 @@ def test_callers_queued_behind_a_slow_fsync_all_commit(make_log) -> None:
     # many callers pile up behind one leader's fsync; once it returns, every one of them is
     # answered and the lead keeps passing on until the queue is empty
     log = make_log()
-    leader = threading.Thread(target=log.append, args=("a", [msg(0)]))
+    leader = threading.Thread(target=log.append, args=("a", [msg(0)]), daemon=True)
     leader.start()
     assert log.entered.wait(30)
     out: dict[int, Any] = {}
-    ts = [threading.Thread(target=lambda k=k: out.__setitem__(k, log.append(f"q{k}", [msg(k)]))) for k in range(12)]
+    ts = [threading.Thread(target=lambda k=k: out.__setitem__(k, log.append(f"q{k}", [msg(k)])), daemon=True)
+          for k in range(12)]
     for t in ts:
         t.start()
     queued(log, 12)
@@ -165,14 +167,15 @@ def test_the_same_events_queued_in_one_group_are_written_once(make_log) -> None:
     # retries of one append that wait behind the same leader are admitted in one group:
     # the first is written, the rest are recognised by their event ids within the group
     log = make_log()
-    leader = threading.Thread(target=log.append, args=("x", [msg(0)]))
+    leader = threading.Thread(target=log.append, args=("x", [msg(0)]), daemon=True)
     leader.start()
     assert log.entered.wait(30)
     evs = [msg(1), msg(2)]
     single = [msg(3)]
     out: dict[int, Any] = {}
     ts = [threading.Thread(target=lambda k=k: out.__setitem__(k, log.append("a" if k % 2 else "b",
-                                                                            evs if k % 2 else single)))
+                                                                            evs if k % 2 else single)),
+                           daemon=True)
           for k in range(8)]
     for t in ts:
         t.start()
