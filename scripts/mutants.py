@@ -218,11 +218,11 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     caught = sum(1 for _, status, _, _ in rows if status in ("fail", "hang"))
     width = max((len(r[0]) for r in rows), default=10)
-    print(f"| {'mutant':<{width}} | result   | seconds | caught by")
-    print(f"|{'-' * (width + 2)}|----------|---------|----------")
+    print(f"| {'mutant':<{width}} | result        | seconds | caught by")
+    print(f"|{'-' * (width + 2)}|---------------|---------|----------")
     for name, status, took, first in rows:
         verdict = {"fail": "caught", "hang": "caught (hang)", "pass": "MISSED", "error": "ERROR"}[status]
-        print(f"| {name:<{width}} | {verdict:<8} | {took:7.0f} | {first}")
+        print(f"| {name:<{width}} | {verdict:<13} | {took:7.0f} | {first}")
     print(json.dumps({"mutants": len(rows), "caught": caught}))
 
 
