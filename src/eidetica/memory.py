@@ -129,9 +129,13 @@ class LocalViews:
             self._open(embedder)
             self.projector.catch_up()
 
+    def _state(self) -> StateProjection:
+        """The state folds, starting from the newest valid snapshot in ``<store>/snapshots``."""
+        return StateProjection(log=self.log, snapshots=self.path / "snapshots")
+
     def _open(self, embedder: Embedder) -> None:
         self.index = None  # type: ignore[assignment]
-        self.state = StateProjection()
+        self.state = self._state()
         self.index = ChunkIndex(self.index_dir, dim=embedder.dim)
         self.projector = Projector(self.log, [self.state, _ModelView(self.index, embedder.model_id)])
 
@@ -143,7 +147,9 @@ class LocalViews:
         staging = final.with_name(final.name + ".new")
         shutil.rmtree(staging, ignore_errors=True)
         index = ChunkIndex(staging, dim=embedder.dim)
-        Projector(self.log, [StateProjection(), _ModelView(index, embedder.model_id)]).rebuild(None, progress)
+        # the new state's rebuild drops every snapshot first (they may hold forgotten text) and
+        # writes a fresh one at the end; the old state is dropped without writing one
+        Projector(self.log, [self._state(), _ModelView(index, embedder.model_id)]).rebuild(None, progress)
         index.close()
         self.index.close()
         old = self.index_dir.with_name(self.index_dir.name + ".old")
@@ -158,8 +164,11 @@ class LocalViews:
         self.projector.catch_up()
 
     def close(self) -> None:
-        """Close the index."""
-        self.index.close()
+        """Snapshot the state when enough is unsaved, then close the index."""
+        try:
+            self.projector.snapshot(closing=True)
+        finally:
+            self.index.close()
 
 
 def open(  # noqa: A001 - the contract's name
@@ -433,10 +442,7 @@ class Memory:
             return cached[1]
         names: set[str] = set()
         for s in sessions:
-            for msg in self.state.messages(self.tenant, s.session_id):
-                name = (msg.metadata or {}).get("name")
-                if isinstance(name, str) and name.strip():
-                    names.add(name.strip())
+            names.update(self.state.names(self.tenant, s.session_id))
         out = frozenset(names)
         self._names[user] = (sig, out)
         return out
@@ -596,7 +602,26 @@ class Memory:
             "summaries_stale": self.runtime.summarizer().stale,
             "extraction_failures": self.extraction_failures,
             "embedder": self.embedder.model_id,
+            "snapshot": self._snapshot_stats(),
         }
+
+    def _snapshot_stats(self) -> dict[str, Any]:
+        """The state snapshot's age and the tail a start would replay after it."""
+        info = self.state.snapshot_info()
+        ck, created = info["checkpoint"], info["created"]
+        heads = {p: self.log.head(p) for p in range(self.log.partitions)}
+        return {
+            "age_s": None if created is None else round((_utcnow() - created).total_seconds(), 1),
+            "tail_events": sum(h - ck.get(p, 0) for p, h in heads.items()),
+            "path": info["path"],
+        }
+
+    def snapshot(self) -> str | None:
+        """Write a snapshot of the in-memory state now; returns its directory (None when the store is empty)."""
+        self._sync()
+        with self._qlock:
+            paths = self.projector.snapshot()
+        return paths[0] if paths else None
 
     def _tenant_events(self) -> Iterator[RecordedEvent]:
         for p in range(self.log.partitions):
