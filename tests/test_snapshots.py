@@ -255,3 +255,33 @@ def test_sigkill_while_a_snapshot_is_written_loses_nothing(tmp_path, where) -> N
         assert sorted(f.content for f in m.state.facts("default", "ann")) == ["ann likes jazz", "ann likes tea"]
         m.snapshot()  # the next snapshot clears the leftovers
     assert not any(p.name.startswith(".tmp-") for p in (path / "snapshots").iterdir())
+
+
+LANCE_NOISE = """
+import sys, tempfile
+import numpy as np, pyarrow as pa
+from eidetica.projections._lance import LanceChunks
+LanceChunks(tempfile.mkdtemp(), 8)  # the store's first LanceDB use, as in eidetica.open()
+import lancedb
+from lancedb.index import IvfFlat
+rng = np.random.default_rng(0)
+centers = rng.standard_normal((50, 32)).astype("f4")
+def rows(n, off):
+    v = centers[rng.integers(0, 50, n)] + 0.2 * rng.standard_normal((n, 32)).astype("f4")
+    return pa.table({"id": np.arange(off, off + n), "vector": pa.FixedSizeListArray.from_arrays(pa.array(v.ravel()), 32)})
+t = lancedb.connect(tempfile.mkdtemp()).create_table("t", rows(4000, 0))
+t.create_index("vector", config=IvfFlat(distance_type="cosine", target_partition_size=100))
+for i in range(3):  # growth: optimize() splits IVF partitions (and k-means warns about empty clusters)
+    t.add(rows(3000, 4000 + 3000 * i))
+    t.optimize()
+    t.search(rng.standard_normal(32).astype("f4")).limit(10).to_list()
+print("DONE")
+"""
+
+
+@pytest.mark.slow
+def test_lancedb_warnings_stay_out_of_the_users_terminal(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "LANCEDB_LOG"}
+    out = subprocess.run([sys.executable, "-c", LANCE_NOISE], capture_output=True, text=True, timeout=300, env=env)
+    assert out.stdout.strip() == "DONE", out.stderr
+    assert "WARN" not in out.stderr, out.stderr[:2000]

@@ -192,6 +192,14 @@ class LanceChunks:
     """The ``chunks`` table: idempotent writes, filtered vector search, ANN and compaction."""
 
     def __init__(self, path: str, dim: int, ann: dict[str, Any] | None = None) -> None:
+        # lancedb's Rust logger (env_logger, read once at import) prints WARN lines to the
+        # user's terminal; the ones seen here are IVF bookkeeping, not problems: when
+        # optimize() splits oversized IVF partitions towards the index's target partition
+        # size, the merged index has more partitions than the old one and the builder logs
+        # "partition index is X but the number of partitions is Y, skip loading it" for each
+        # new partition it does not find in the old index (its rows were reassigned by the
+        # split). Errors still print; LANCEDB_LOG set by the user wins.
+        os.environ.setdefault("LANCEDB_LOG", "error")
         import lancedb  # lazy: see module docstring
 
         self.path = path
