@@ -155,6 +155,22 @@ def test_snapshot_is_plain_arrow_and_holds_no_message_bodies(tmp_path) -> None:
         assert b"BODY-" not in f.read_bytes(), f
 
 
+def test_a_snapshot_is_written_after_snapshot_events_and_bad_settings_are_refused(tmp_path) -> None:
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32), config=MemoryConfig(snapshot_events=20)) as m:
+        s = m.session("s", user="ann")
+        s.append("user", "first")
+        assert m.stats()["snapshot"]["age_s"] is None  # below the threshold: none yet
+        for i in range(12):  # each message is two events (message + its chunk)
+            s.append("user", f"message {i}")
+        m.list_sessions()  # the projector's housekeeping runs after it applied the new events
+        snap = m.stats()["snapshot"]
+        assert snap["age_s"] is not None and snap["tail_events"] < 20
+    for bad in ({"snapshot_events": 0}, {"snapshot_seconds": -1}, {"snapshot_seconds": True}):
+        with pytest.raises(InvalidInput) as e:
+            MemoryConfig(**bad)
+        assert e.value.field == next(iter(bad))
+
+
 def _store_with_snapshot(path: Path) -> Path:
     with open_store(path) as m:
         for i in range(6):

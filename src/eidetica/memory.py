@@ -112,7 +112,9 @@ class Memory:
         self._closed = False
         try:
             self._check_embedder()
-            self.views = views or LocalViews(self.path, self.log, self.embedder)
+            self.views = views or LocalViews(self.path, self.log, self.embedder,
+                                             snapshot_events=self.config.snapshot_events,
+                                             snapshot_seconds=self.config.snapshot_seconds)
             self._qlock = threading.RLock()
             self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
             self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)

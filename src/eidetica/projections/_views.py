@@ -77,7 +77,11 @@ class ModelView(Projection):
 class LocalViews:
     """The projections of a store in this process: state folds, the chunk index, the projector."""
 
-    def __init__(self, path: Path, log: EventLog, embedder: Embedder) -> None:
+    def __init__(
+        self, path: Path, log: EventLog, embedder: Embedder, *, snapshot_events: int = 50_000,
+        snapshot_seconds: float = 300.0,
+    ) -> None:
+        self.snapshot_policy = {"snapshot_events": snapshot_events, "snapshot_seconds": snapshot_seconds}
         self.path = path
         self.log = log
         self.model_id = embedder.model_id
@@ -99,7 +103,7 @@ class LocalViews:
 
     def _state(self) -> StateProjection:
         """The state folds, starting from the newest valid snapshot in ``<store>/snapshots``."""
-        return StateProjection(log=self.log, snapshots=self.path / "snapshots")
+        return StateProjection(log=self.log, snapshots=self.path / "snapshots", **self.snapshot_policy)
 
     def _open(self, embedder: Embedder) -> None:
         self.index = None  # type: ignore[assignment]
