@@ -202,21 +202,36 @@ def test_a_flipped_byte_is_refused_with_a_warning(tmp_path) -> None:
     _opens_from_the_log(path)
 
 
+def _rewrite_manifest(where: Path, change: dict, *, reseal: bool = True) -> None:
+    """Change manifest fields; ``reseal`` recomputes its checksum (as an older writer would have)."""
+    from eidetica.projections._snapshot import _digest
+
+    manifest = dict(json.loads((where / "manifest.json").read_text()), **change)
+    if reseal:
+        manifest["sha256"] = _digest(manifest)
+    (where / "manifest.json").write_text(json.dumps(manifest))
+
+
 def test_an_older_format_is_refused_with_a_warning(tmp_path) -> None:
     path = tmp_path / "store"
     where = _store_with_snapshot(path)
-    manifest = json.loads((where / "manifest.json").read_text())
-    manifest["schema_version"] = StateProjection.SCHEMA_VERSION - 1
-    (where / "manifest.json").write_text(json.dumps(manifest))
+    _rewrite_manifest(where, {"schema_version": StateProjection.SCHEMA_VERSION - 1})
     _opens_from_the_log(path)
 
 
 def test_a_checkpoint_beyond_the_log_is_refused(tmp_path) -> None:
     path = tmp_path / "store"
     where = _store_with_snapshot(path)
-    manifest = json.loads((where / "manifest.json").read_text())
-    manifest["checkpoint"] = {k: v + 1000 for k, v in manifest["checkpoint"].items()}
-    (where / "manifest.json").write_text(json.dumps(manifest))
+    ck = json.loads((where / "manifest.json").read_text())["checkpoint"]
+    _rewrite_manifest(where, {"checkpoint": {k: v + 1000 for k, v in ck.items()}})
+    _opens_from_the_log(path)
+
+
+def test_a_changed_manifest_is_refused(tmp_path) -> None:
+    path = tmp_path / "store"
+    where = _store_with_snapshot(path)
+    ck = json.loads((where / "manifest.json").read_text())["checkpoint"]
+    _rewrite_manifest(where, {"checkpoint": {k: v - 1 for k, v in ck.items()}}, reseal=False)
     _opens_from_the_log(path)
 
 

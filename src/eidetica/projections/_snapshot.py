@@ -33,6 +33,12 @@ __all__ = ["SnapshotStore", "LoadedSnapshot", "SnapshotWarning"]
 FORMAT = "eidetica-snapshot"
 
 
+def _digest(manifest: dict) -> str:
+    """sha256 of a manifest's content without its own checksum field."""
+    body = {k: v for k, v in manifest.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
 class SnapshotWarning(UserWarning):
     """A snapshot was refused (damaged, stale format, ahead of the log); the log is replayed instead."""
 
@@ -60,7 +66,8 @@ class SnapshotStore:
     def _candidates(self) -> list[Path]:
         if not self.dir.is_dir():
             return []
-        found = [p for p in self.dir.iterdir() if p.is_dir() and p.name.startswith(self.name + "-")]
+        found = [p for p in self.dir.iterdir() if p.is_dir() and p.name.startswith(self.name + "-")
+                 and p.name[len(self.name) + 1:].isdigit()]  # not a temp dir or a ".old" left by a crash
         return sorted(found, key=lambda p: p.name, reverse=True)
 
     def write(self, tables: Mapping[str, pa.Table], checkpoint: Mapping[int, int], meta: dict | None = None) -> Path:
@@ -91,6 +98,8 @@ class SnapshotStore:
                 "files": files,
                 "meta": meta or {},
             }
+            # the manifest checks itself too: a flipped digit in a checkpoint would skip events
+            manifest["sha256"] = _digest(manifest)
             with open(tmp / "manifest.json", "w") as f:
                 json.dump(manifest, f, sort_keys=True)
                 f.flush()
@@ -142,6 +151,8 @@ class SnapshotStore:
                 manifest = json.load(f)
         except (OSError, ValueError) as e:
             raise ValueError(f"unreadable manifest ({e})") from None
+        if not isinstance(manifest, dict) or manifest.get("sha256") != _digest(manifest):
+            raise ValueError("the manifest does not match its checksum")
         if manifest.get("format") != FORMAT or manifest.get("projection") != self.name:
             raise ValueError(f"not a {self.name} snapshot")
         if manifest.get("schema_version") != self.schema_version:
