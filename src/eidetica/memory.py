@@ -352,10 +352,15 @@ class Memory:
             self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
 
     # -- facts -----------------------------------------------------------------------
-    def remember(self, content: str, category: str = "general", *, user: str) -> str:
-        """Store a fact about a user; returns its id (an existing id when it reinforced one)."""
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
+        """Store a fact about a user; returns its id (an existing id when it reinforced one).
+
+        ``request_id`` (caller-chosen) makes a retry return the first call's id, writing nothing.
+        """
         check_id("user", user)
-        return self.runtime.curator(self.tenant, user).remember(content, category, request_id=uuid.uuid4().hex)
+        if request_id is not None:
+            check_id("request_id", request_id)
+        return self.runtime.curator(self.tenant, user).remember(content, category, request_id=request_id or uuid.uuid4().hex)
 
     def recall(
         self,
