@@ -12,7 +12,9 @@ from typing import Any, Callable, Optional
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
 
+from ..errors import EideticaError
 from ..memory import Memory
 
 __all__ = ["build_mcp"]
@@ -37,7 +39,10 @@ def build_mcp(memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> MCPSe
         return memory_for(getattr(request, "scope", None))
 
     async def run(fn: Callable[[], Any]) -> Any:
-        return await anyio.to_thread.run_sync(fn)  # fsync, embedding and index queries block
+        try:
+            return await anyio.to_thread.run_sync(fn)  # fsync, embedding and index queries block
+        except EideticaError as e:  # the model reads this and can correct its call
+            raise ToolError(f"{type(e).__name__}: {e}") from None
 
     @server.tool()
     async def remember(content: str, user: str, ctx: Context, category: str = "general") -> str:
