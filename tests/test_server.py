@@ -11,6 +11,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -194,3 +195,155 @@ def test_mcp_over_stdio(tmp_path) -> None:
             await _mcp_round_trip(c)
 
     asyncio.run(go())
+
+
+# -- bad input: random and malformed requests ----------------------------------------------------
+PATHS = ["/v1/search", "/v1/context", "/v1/users/{u}/memories", "/v1/users/{u}/memories/recall",
+         "/v1/users/{u}/memories/{x}", "/v1/users/{u}/memories/forget-matching", "/v1/users/{u}/notes",
+         "/v1/users/{u}/notes/{x}", "/v1/users/{u}/sessions/{x}", "/v1/users/{u}/sessions/{x}/messages",
+         "/v1/users/{u}/sessions/{x}/read", "/v1/users/{u}/sessions/{x}/restore", "/v1/users/{u}/sessions/{x}/summarize",
+         "/v1/sessions", "/v1/sessions/{x}", "/v1/schedules", "/v1/schedules/{x}", "/v1/schedules/{x}/runs",
+         "/v1/schedules/due", "/v1/sweep", "/v1/clear", "/v1/import", "/v1/stats", "/v1/{x}", "/{x}"]
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(2**70), max_value=2**70) | st.floats() | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+segments = st.text(max_size=20) | st.sampled_from(["..", "%2e%2e", "a/b", "", " ", "\x00", "ü", "x" * 300])
+FIELDS = ["query", "user", "content", "category", "top_k", "messages", "text", "now", "min_score", "kinds", "mode",
+          "threshold", "role", "max_tokens", "limit", "name", "cadence", "expression", "payload", "run"]
+
+
+@st.composite
+def bad_requests(draw):
+    """A request that must not change anything: a read, or a write with something wrong in it."""
+    method = draw(st.sampled_from(["GET", "POST", "PUT", "PATCH", "DELETE"]))
+    seg = lambda: quote(draw(segments), safe="/%.")  # noqa: E731 - traversal attempts stay raw
+    path = draw(st.sampled_from(PATHS)).format(u=seg(), x=seg())
+    params = draw(st.dictionaries(st.sampled_from(FIELDS), st.text(max_size=12), max_size=3))
+    kind = draw(st.sampled_from(["json", "bytes", "none"] if method == "GET" else ["json", "bytes"]))
+    if kind == "json":
+        body = draw(st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=5) | json_values)
+        if method != "GET":  # writes always carry something wrong: an unknown field
+            body = dict(body, zz_not_a_field=draw(json_values)) if isinstance(body, dict) else {"zz": body, "zz_not_a_field": 1}
+        content = json.dumps(body, allow_nan=True).encode()
+    elif kind == "bytes":
+        content = b"\xff" + draw(st.binary(max_size=200))  # never valid JSON
+    else:
+        content = b""
+    ctype = draw(st.sampled_from(["application/json", "text/plain", "application/x-ndjson", ""]))
+    if method == "DELETE" and "{" not in path:
+        method = "GET"  # a well-formed DELETE of a made-up id may only say NotFound; keep it to reads
+    return method, path, params, content, ctype
+
+
+@pytest.mark.slow
+def test_random_and_malformed_requests_get_4xx_and_change_nothing(server, tmp_path) -> None:
+    key = KeyStore(server.store).create(f"fuzz-{uuid.uuid4().hex[:8]}")[1]
+    m = eidetica.connect(server.url, api_key=key)
+    m.session("s", user="u").append("user", "a message to keep")
+    fact = m.remember("a fact to keep", user="u")
+    before = (m.stats()["events"], m.export(tmp_path / "before.jsonl"))
+    http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    seen: list[int] = []
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(bad_requests())
+    def check(req) -> None:
+        method, path, params, content, ctype = req
+        headers = {"Content-Type": ctype} if ctype else {}
+        r = http.request(method, path, params=params, content=content, headers=headers)
+        seen.append(r.status_code)
+        assert r.status_code < 500, (req, r.text)
+        if method != "GET" or r.status_code >= 400:
+            assert 400 <= r.status_code < 500, (req, r.status_code, r.text)
+            body = r.json()
+            assert set(body) >= {"error", "field", "message"} and "Traceback" not in r.text
+
+    check()
+    # an oversized body is refused before it is read
+    r = http.post("/v1/users/u/memories", content=b"{" + b" " * (9 * 1024 * 1024) + b"}",
+                  headers={"Content-Type": "application/json"})
+    assert r.status_code == 413 and r.json()["field"] == "body"
+    assert (m.stats()["events"], m.export(tmp_path / "after.jsonl")) == before
+    assert (tmp_path / "before.jsonl").read_text() == (tmp_path / "after.jsonl").read_text()
+    assert [h.id for h in m.list_memories(user="u")] == [fact]
+    assert any(400 <= s < 500 for s in seen)
+    http.close()
+    m.close()
+
+
+# -- isolation: B's key never reaches A's data --------------------------------------------------------
+MARK = "zebracorn-77810"  # in tenant A's data only; B's requests carry at most pieces of it
+NASTY = ["tenant:acme-a", "*", "text:zebracorn", '"zebracorn', "zebracorn~2", "tenant:* OR zebracorn",
+         "' OR 1=1 --", "ua' OR tenant = 'acme-a", "1; DROP TABLE chunks", "user_id = 'ua'", "zebracorn 77810",
+         "(tenant:acme-a)", "+tenant:acme-a -tenant:b", "tenant = 'acme-a'"]
+
+
+@pytest.mark.slow
+def test_isolation_between_two_tenants(server, tmp_path) -> None:
+    ks = KeyStore(server.store)
+    ta, tb = f"acme-a-{uuid.uuid4().hex[:6]}", f"bravo-b-{uuid.uuid4().hex[:6]}"
+    key_a, (kid_b, key_b) = ks.create(ta)[1], ks.create(tb)
+    a = eidetica.connect(server.url, api_key=key_a)
+    a.session("sa", user="ua").append("user", f"my locker code is {MARK}")
+    fid = a.remember(f"ua's locker code is {MARK}", user="ua")
+    nid = a.store_note(f"note {MARK}", user="ua")
+    sched = a.schedules.create(f"ping {MARK}", "interval", 600, user="ua").id
+    a_before = a.export(tmp_path / "a0.jsonl")
+    http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key_b}"}, timeout=60)
+    ids = [fid, nid, sched, "sa", "ua", ta, f"../{ta}", f"{ta}/ua", "%2e%2e", fid.upper()]
+    users = ["ua", f"{ta}:ua", f"../{ta}/ua", "ua%00", "*"]
+
+    @st.composite
+    def attacks(draw):
+        u, x, q = draw(st.sampled_from(users)), draw(st.sampled_from(ids)), draw(st.sampled_from(NASTY + ids))
+        extra = draw(st.sampled_from([{}, {"tenant": ta}, {"tenant_id": ta}, {"user_id": "ua"}]))
+        return draw(st.sampled_from([
+            ("POST", "/v1/search", {"query": q, "user": u, "min_score": 0.0, **extra}),
+            ("POST", f"/v1/users/{u}/memories/recall", {"query": q, **extra}),
+            ("POST", "/v1/context", {"query": q, "user": u, **extra}),
+            ("GET", f"/v1/users/{u}/memories", None),
+            ("GET", f"/v1/users/{u}/sessions/{x}/messages", None),
+            ("GET", f"/v1/users/{u}/sessions/{x}/read", None),
+            ("GET", f"/v1/schedules/{x}", None),
+            ("GET", "/v1/schedules", None),
+            ("GET", "/v1/sessions", None),
+            ("GET", f"/v1/users/{u}/participants", None),
+            ("DELETE", f"/v1/users/{u}/memories/{x}", None),
+            ("DELETE", f"/v1/users/{u}/notes/{x}", None),
+            ("DELETE", f"/v1/sessions/{x}", None),
+            ("DELETE", f"/v1/schedules/{x}", None),
+            ("PATCH", f"/v1/schedules/{x}", {"name": "taken over", **extra}),
+            ("POST", f"/v1/users/{u}/memories/forget-matching", {"query": q, "threshold": 0.0, **extra}),
+            ("POST", f"/v1/users/{u}/sessions/{x}/messages", {"messages": [{"role": "user", "content": q}], **extra}),
+            ("GET", "/v1/export", None),
+        ]))
+
+    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(attacks())
+    def check(attack) -> None:
+        method, path, body = attack
+        r = http.request(method, path, json=body, params={"q": "x"} if method == "GET" else None)
+        assert r.status_code < 500, (attack, r.text)
+        assert MARK not in r.text, (attack, r.text)
+
+    check()
+    # B also did real damage attempts with valid calls: nothing of A moved
+    b = eidetica.connect(server.url, api_key=key_b)
+    b.forget_user("ua")
+    b.clear()
+    with pytest.raises(NotFound):
+        b.forget(fid, user="ua")
+    assert a.export(tmp_path / "a1.jsonl") == a_before
+    assert (tmp_path / "a0.jsonl").read_text() == (tmp_path / "a1.jsonl").read_text()
+    assert [h.id for h in a.list_memories(user="ua")] == [fid]
+    assert MARK in a.session("sa", user="ua").history()[0].content
+    # a revoked key is refused at once
+    ks.revoke(kid_b)
+    with pytest.raises(Unauthorized):
+        b.list_memories(user="ua")
+    assert http.get("/v1/stats").status_code == 401
+    http.close()
+    a.close()
+    b.close()

@@ -208,6 +208,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         title="eidetica",
         version="0.1.0",
         description="Long-term memory for LLM agents. Every request acts in its API key's tenant.",
+        redirect_slashes=False,  # a trailing slash is a 404 naming the route, not a redirect a client may not follow
     )
     views: dict[str, Memory] = {memory.tenant: memory}
     views_lock = threading.Lock()
@@ -525,7 +526,7 @@ class Guard:
         limit = MAX_IMPORT_BYTES if scope["path"] == "/v1/import" else MAX_BODY_BYTES
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
-            return await _send(send, _err(InvalidInput("body", f"is larger than the limit of {limit} bytes")))
+            return await _send(send, _too_large(limit))
         receive = _limited(receive, limit)
         if self.mcp_app is not None and (scope["path"] == "/mcp" or scope["path"].startswith("/mcp/")):
             from starlette.requests import Request as _Req
@@ -539,7 +540,7 @@ class Guard:
         try:
             await self.app(scope, receive, send)
         except _TooLarge:
-            await _send(send, _err(InvalidInput("body", f"is larger than the limit of {limit} bytes")))
+            await _send(send, _too_large(limit))
 
     async def _lifespan(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
@@ -553,6 +554,10 @@ class Guard:
             await send({"type": "lifespan.startup.complete"})
             await receive()
         await send({"type": "lifespan.shutdown.complete"})
+
+
+def _too_large(limit: int) -> Response:
+    return _json(error_body(InvalidInput("body", f"is larger than the limit of {limit} bytes")), 413)
 
 
 class _TooLarge(Exception):
