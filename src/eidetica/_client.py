@@ -11,6 +11,7 @@ only when the connection was never made.
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import threading
 import time
 import uuid
@@ -66,8 +67,11 @@ class RemoteMemory:
         self.api_key = api_key
         self.retries = retries
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # TCP_NODELAY: a request's headers and body leave at once (no Nagle wait on small writes)
+        transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                                        limits=httpx.Limits(max_keepalive_connections=32, max_connections=64))
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(timeout, connect=5.0),
-                                  limits=httpx.Limits(max_keepalive_connections=32, max_connections=64))
+                                  transport=transport)
         self.schedules = RemoteSchedules(self)
         self._closed = False
         info = self._call("GET", "/v1/stats")
