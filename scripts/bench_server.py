@@ -83,7 +83,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="a short run")
     ap.add_argument("--model", default="hash-384",
-                    help="embedder of the store: hash-384 (default: cheap, so the numbers show what serving adds, not the 's CPU) or minilm")
+                    help="embedder of the store: hash-384 (default: cheap, so the numbers show what serving adds, not the model's CPU) or minilm")
     args = ap.parse_args()
     n_msgs, n_queries, rounds = (300, 30, 2) if args.quick else (3000, 100, 3)
     one_n, many_per = (60, 20) if args.quick else (300, 60)
