@@ -396,3 +396,18 @@ def test_many_writers_with_retries_survive_a_server_sigkill(tmp_path) -> None:
         m.close()
     finally:
         server.stop()
+
+
+@pytest.mark.slow
+def test_retried_writes_are_idempotent_by_caller_chosen_ids(server) -> None:
+    key = KeyStore(server.store).create(f"retry-{uuid.uuid4().hex[:8]}")[1]
+    m = eidetica.connect(server.url, api_key=key)
+    s = m.session("s", user="u")
+    eid = uuid.uuid4()
+    first = s.append("user", "booked the train to Porto", event_id=eid)
+    assert s.append("user", "booked the train to Porto", event_id=eid) == first
+    assert [x.content for x in s.history()] == ["booked the train to Porto"]
+    fid = m.remember("Ada keeps bees", user="ada", request_id="req-1")
+    assert m.remember("Ada keeps two cats", user="ada", request_id="req-1") == fid  # the retry writes nothing
+    assert [h.text for h in m.list_memories(user="ada")] == ["Ada keeps bees"]
+    m.close()
