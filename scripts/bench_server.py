@@ -41,16 +41,33 @@ def p50(xs: list[float]) -> float:
     return round(statistics.median(xs) * 1000, 3)
 
 
-def timed_searches(m: object, queries: list[str], rounds: int) -> list[float]:
-    """Latency of each search (after one warm-up pass)."""
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+CPU: dict[str, list[float]] = {}  # label -> CPU ms per search of each pass (this process + the server's)
+
+
+def timed_searches(m: object, queries: list[str], rounds: int, label: str = "", server_pid: int | None = None) -> list[float]:
+    """Latency of each search (after one warm-up pass); CPU per search goes to CPU[label].
+
+    Wall times on a shared machine stretch with its load; CPU time per search does not, so
+    the CPU the HTTP path adds (client + server, minus the in-process search) is reported too.
+    """
     for q in queries:  # warm-up: one full unmeasured pass (caches, index files, connections)
         m.search(q, user="ada", min_score=0.0)  # type: ignore[attr-defined]
     out = []
+    c0, s0 = time.process_time(), proc_cpu(server_pid) if server_pid else 0.0
     for _ in range(rounds):
         for q in queries:
             t = time.perf_counter()
             m.search(q, user="ada", min_score=0.0)  # type: ignore[attr-defined]
             out.append(time.perf_counter() - t)
+    used = time.process_time() - c0 + ((proc_cpu(server_pid) - s0) if server_pid else 0.0)
+    if label:
+        CPU.setdefault(label, []).append(used * 1000 / len(out))
     return out
 
 
@@ -96,7 +113,7 @@ def main() -> None:
             s.extend([{"role": "user" if i % 2 == 0 else "assistant",
                        "content": f"Day {k}: we talked about {TOPICS[(k + i) % 10]} and detail number {i}"} for i in range(50)])
         queries = [f"what did we say about {TOPICS[i % 10]} on day {i % (n_msgs // 50)}" for i in range(n_queries)]
-        inproc = timed_searches(m, queries, rounds)
+        inproc = timed_searches(m, queries, rounds, "inproc")
         m.close()
         print(f"in process (before serving): {len(inproc)} searches, p50 {p50(inproc)} ms", file=sys.stderr, flush=True)
 
@@ -113,7 +130,7 @@ def main() -> None:
                 except httpx.TransportError:
                     time.sleep(0.1)
             client = eidetica.connect(url)
-            http = timed_searches(client, queries, rounds)
+            http = timed_searches(client, queries, rounds, "http", server.pid)
             client.close()
             print(f"through HTTP: {len(http)} searches, p50 {p50(http)} ms", file=sys.stderr, flush=True)
             one = appends(url, 1, one_n, "one")
@@ -125,7 +142,7 @@ def main() -> None:
             server.wait(60)
         # in process again, on the store as the server left it: the two in-process passes bracket the HTTP one
         with eidetica.open(store, embedder=make_embedder(args.model)) as m:
-            again = timed_searches(m, queries, rounds)
+            again = timed_searches(m, queries, rounds, "inproc")
         print(f"in process (after serving): p50 {p50(again)} ms", file=sys.stderr, flush=True)
         inproc += again
     finally:
@@ -134,6 +151,9 @@ def main() -> None:
         "bench": "server", "quick": args.quick, "model": args.model, "messages": n_msgs, "searches": len(inproc),
         "inproc_search_p50_ms": p50(inproc), "http_search_p50_ms": p50(http),
         "http_added_ms": round(p50(http) - p50(inproc), 3),
+        "inproc_search_cpu_ms": round(statistics.mean(CPU["inproc"]), 3),
+        "http_search_cpu_ms": round(statistics.mean(CPU["http"]), 3),
+        "http_added_cpu_ms": round(statistics.mean(CPU["http"]) - statistics.mean(CPU["inproc"]), 3),
         "one_client_appends_per_s": one, "sixteen_clients_appends_per_s": many,
         "speedup": round(many / one, 2), "loadavg_1m": round(os.getloadavg()[0], 1), "cpus": os.cpu_count(), "targets_met": p50(http) - p50(inproc) <= 3.0 and many >= 5 * one,
     }
