@@ -6,6 +6,7 @@ The curated public API lives here; ``tests/test_public_api.py`` pins it.
 from __future__ import annotations
 
 from .errors import (
+    CorruptIndex,
     CorruptLog,
     DimensionMismatch,
     EideticaError,
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidInput",
     "WrongExpectedVersion",
     "CorruptLog",
+    "CorruptIndex",
     "UnknownEventType",
     "StoreLocked",
     "EmbeddingModelChanged",

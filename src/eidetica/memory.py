@@ -25,7 +25,7 @@ from ._compaction import plan_compaction
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events
 from .actors._text import check_id, check_text
-from .errors import EideticaError, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
+from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
 from .events import (
     ArrowLog,
     EmbedderChanged,
@@ -367,12 +367,10 @@ class Memory:
         )
         try:
             hits = self.index.search(**kw)
-        except EideticaError:
-            raise
-        except Exception as e:  # noqa: BLE001 - damaged index files: the log is the truth
+        except CorruptIndex as e:  # damaged files, and only that: the log is the truth
             import warnings
 
-            warnings.warn(f"eidetica: the index failed ({type(e).__name__}: {e}); rebuilding it from the log", stacklevel=2)
+            warnings.warn(f"eidetica: {e}; rebuilding it from the log", stacklevel=2)
             with self._qlock:
                 self.views.fresh(self.embedder)
             hits = self.index.search(**kw)
