@@ -5,19 +5,8 @@ The curated public API lives here; ``tests/test_public_api.py`` pins it.
 
 from __future__ import annotations
 
-from .errors import (
-    CorruptIndex,
-    CorruptLog,
-    DimensionMismatch,
-    EideticaError,
-    EmbeddingModelChanged,
-    InvalidInput,
-    NotFound,
-    ProviderError,
-    StoreLocked,
-    UnknownEventType,
-    WrongExpectedVersion,
-)
+from .errors import *  # noqa: F403 - the whole flat error tree is public
+from .errors import __all__ as _errors_all
 from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
 from .memory import Memory, SessionHandle, open
@@ -42,16 +31,6 @@ __all__ = [
     "ANY",
     "NO_STREAM",
     "STREAM_EXISTS",
-    # errors
-    "EideticaError",
-    "InvalidInput",
-    "WrongExpectedVersion",
-    "CorruptLog",
-    "CorruptIndex",
-    "UnknownEventType",
-    "StoreLocked",
-    "EmbeddingModelChanged",
-    "DimensionMismatch",
-    "NotFound",
-    "ProviderError",
+    # errors: the flat tree of errors.py
+    *_errors_all,
 ]

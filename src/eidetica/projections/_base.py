@@ -16,6 +16,7 @@ import msgspec
 
 from ..errors import CorruptIndex, EideticaError
 from ..events import RecordedEvent
+from ..events.arrow_log import fsync_dir  # one copy, in the lowest layer that needs it
 
 __all__ = ["Projection", "SearchHit", "atomic_write_json", "read_json", "fsync_dir", "engine_boundary", "UTC"]
 
@@ -90,15 +91,6 @@ class SearchHit(msgspec.Struct, kw_only=True):
     metadata: dict[str, Any]
     vector_score: float = 0.0
     text_score: float = 0.0
-
-
-def fsync_dir(path: str) -> None:
-    """fsync a directory so a rename inside it is durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def atomic_write_json(path: str, data: Any) -> None:

@@ -67,7 +67,7 @@ from ..events import RecordedEvent
 from ..events import types as ev
 from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
-from ._maintenance import Maintenance, du
+from ._maintenance import du
 from ._marks import Marks
 from ._rebuild import BulkRebuild
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
@@ -221,7 +221,7 @@ def _smooth(score: dict[str, float], rows: dict[str, Row], neighbors: tuple[floa
     return out
 
 
-class ChunkIndex(BulkRebuild, Maintenance, Projection):
+class ChunkIndex(BulkRebuild, Projection):
     """LanceDB vectors + Tantivy BM25 over the chunks of every tenant, with hybrid search.
 
     Files under ``path``: ``lance/`` (the ``chunks`` table), ``text/`` (Tantivy generations),

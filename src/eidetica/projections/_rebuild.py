@@ -7,31 +7,19 @@ import time
 from typing import Any
 
 from ._base import atomic_write_json
-from ._lance import LanceChunks
-from ._marks import Marks
-from ._tantivy import TantivyChunks
+from ._maintenance import Maintenance
 
 __all__ = ["BulkRebuild"]
 
 log = logging.getLogger("eidetica.projections._index")  # the index's own logger, as before the split
 
 
-class BulkRebuild:
-    """``ChunkIndex``'s bulk mode (a mixin: it works on the index's engines and files, and uses its
-    ``reset``, ``save_checkpoint``, ``_executor`` and ``Maintenance._ann_due``)."""
+class BulkRebuild(Maintenance):
+    """``ChunkIndex``'s bulk mode (a mixin over ``Maintenance``: it works on the index's engines and
+    files, and uses its ``reset``, ``save_checkpoint`` and ``_executor``)."""
 
-    _lock: Any
-    _lance: LanceChunks
-    _text: TantivyChunks
-    _marks: Marks
-    _meta: dict[str, Any]
-    _meta_path: str
     _ckpt: dict[int, int]
     _bulk: dict[int, int] | None
-    _text_only: set[int]
-    _writes: int
-    _last_maintain: float
-    cleanup_after: Any
 
     def begin_rebuild(self) -> None:
         """Enter bulk mode for a replay into this (empty) index; ``end_rebuild`` leaves it.
