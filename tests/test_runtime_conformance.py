@@ -61,7 +61,10 @@ class TestRayRuntime(RuntimeConformance):
         rt.close()
         for name in self.ray.util.list_named_actors():
             if name.startswith(f"eidetica:{self.key}:"):
-                self.ray.kill(self.ray.get_actor(name), no_restart=True)
+                try:
+                    self.ray.kill(self.ray.get_actor(name), no_restart=True)
+                except ValueError:
+                    pass  # gone already
 
     def restart(self, runtime: Runtime, actor: Any) -> None:
         pid = self.ray.get(actor._handle.pid.remote())

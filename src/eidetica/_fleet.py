@@ -33,7 +33,7 @@ import numpy as np
 import ray
 
 from .actors import FactCurator, MemoryConfig, NotesActor, Runtime, SessionActor, Summarizer
-from .errors import InvalidInput
+from .actors.runtime import make_actor
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
@@ -178,16 +178,7 @@ class ActorHost:
     ) -> None:
         rlog, remb = RemoteLog(log), RemoteEmbedder(embedder)
         clock = clock or _utcnow  # a custom clock arrives as a copy: it is frozen here
-        if kind == "session":
-            self.actor: Any = SessionActor(rlog, *args, remb, config, clock)
-        elif kind == "curator":
-            self.actor = FactCurator(rlog, *args, remb, llm, config, clock)
-        elif kind == "notes":
-            self.actor = NotesActor(rlog, *args, remb, clock)
-        elif kind == "summarizer":
-            self.actor = Summarizer(rlog, llm, remb, config)
-        else:
-            raise InvalidInput("kind", f"unknown actor kind {kind!r}")
+        self.actor: Any = make_actor(kind, rlog, args, remb, llm, config, clock)
 
     def call(self, method: str, *args: Any, **kw: Any) -> Any:
         """Call a method of the hosted actor."""
