@@ -35,7 +35,7 @@ from .events import (
 )
 from .events.streams import meta_stream, parse_stream, schedules_stream
 from .projections import LocalViews, SearchHit
-from .projections._index import VECTOR_WEIGHT
+from .projections._ranking import VECTOR_WEIGHT, SearchOptions
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
@@ -359,11 +359,13 @@ class Memory:
             if people is None:
                 people = self.participant_names(user)
             options["speakers"] = names_in(query, people)
+        opts = SearchOptions.check(**options)  # validated before any work: bad input changes nothing
         vector = self.embedder.embed([q])[0] if mode != "text" else None
         self._sync()
         kw = dict(
             tenant=self.tenant, text=q, vector=vector, top_k=top_k, mode=mode, kinds=kinds, user_id=user,
-            category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score, **options,
+            category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score,
+            options=opts,
         )
         try:
             hits = self.index.search(**kw)
