@@ -392,33 +392,29 @@ def test_langgraph_graph_with_langmem_tools_remembers_across_threads(tmp_path: P
 # -- the fleet runtime ----------------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.ray
-def test_both_adapters_on_the_ray_runtime(tmp_path: Path) -> None:
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, namespace="eidetica-adapters", log_to_driver=False)
+def test_both_adapters_on_the_ray_runtime(tmp_path: Path, ray_session) -> None:
+    """On the test session's one Ray (conftest.ray_session)."""
+    m = eidetica.open(tmp_path / "s", runtime="ray", embedder=HashEmbedder(dim=64))
     try:
-        m = eidetica.open(tmp_path / "s", runtime="ray", embedder=HashEmbedder(dim=64))
-        try:
-            s = EideticaStore(m)
-            s.batch([PutOp(("alice", "m"), "k1", {"text": "sails a catamaran"}), PutOp(("alice", "m"), "k2", {"text": "x"})])
-            s.delete(("alice", "m"), "k2")
-            assert [r.key for r in s.search(("alice",), query="catamaran")] == ["k1"]
-            assert s.get(("alice", "m"), "k1").value == {"text": "sails a catamaran"}  # type: ignore[union-attr]
-            pytest.importorskip("agents")
-            from eidetica.integrations.openai_agents import EideticaSession
+        s = EideticaStore(m)
+        s.batch([PutOp(("alice", "m"), "k1", {"text": "sails a catamaran"}), PutOp(("alice", "m"), "k2", {"text": "x"})])
+        s.delete(("alice", "m"), "k2")
+        assert [r.key for r in s.search(("alice",), query="catamaran")] == ["k1"]
+        assert s.get(("alice", "m"), "k1").value == {"text": "sails a catamaran"}  # type: ignore[union-attr]
+        pytest.importorskip("agents")
+        from eidetica.integrations.openai_agents import EideticaSession
 
-            sess = EideticaSession("c1", m, user="alice")
-            asyncio.run(sess.add_items([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]))
-            assert asyncio.run(sess.pop_item()) == {"role": "assistant", "content": "hello"}
-            assert asyncio.run(sess.get_items()) == [{"role": "user", "content": "hi"}]
-            m.forget_user("alice")
-            assert s.list_namespaces() == [] and asyncio.run(sess.get_items()) == []
-        finally:
-            m.close()
+        sess = EideticaSession("c1", m, user="alice")
+        asyncio.run(sess.add_items([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]))
+        assert asyncio.run(sess.pop_item()) == {"role": "assistant", "content": "hello"}
+        assert asyncio.run(sess.get_items()) == [{"role": "user", "content": "hi"}]
+        m.forget_user("alice")
+        assert s.list_namespaces() == [] and asyncio.run(sess.get_items()) == []
     finally:
-        if started:
-            ray.shutdown()
+        m.close()
+        from eidetica._fleet import shutdown_store
+
+        shutdown_store(m.path)
 
 
 def test_bad_item_input_names_the_field_and_writes_nothing(tmp_path: Path) -> None:

@@ -137,3 +137,14 @@ def test_the_walker_sees_lazy_upward_imports_and_cycles(tmp_path) -> None:
     assert upward_edges(graph) == ["eidetica.actors.runtime -> eidetica.memory", "eidetica.events.types -> eidetica.actors.runtime"]
     assert ["eidetica.actors.runtime", "eidetica.memory", "eidetica.actors.runtime"] in cycles(graph)
 
+
+
+def test_the_events_docstring_maps_every_event_type() -> None:
+    """The event type -> stream -> writer -> folds table names every type there is."""
+    import re
+
+    import eidetica.events as events
+    from eidetica.events.types import EVENT_TYPES
+
+    rows = set(re.findall(r"^([A-Z]\w+) {2,}", events.__doc__ or "", re.M))
+    assert rows == {t.__name__ for t in EVENT_TYPES}

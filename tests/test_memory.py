@@ -44,15 +44,11 @@ def clock() -> Clock:
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """One small local Ray for the module's ray-parametrised tests (started on first use)."""
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, namespace="eidetica", log_to_driver=False)
-    yield ray
-    if started:
-        ray.shutdown()
+def ray_cluster(ray_session):
+    """The test session's one Ray, for the module's ray-parametrised tests (started on first use)."""
+    import ray
+
+    return ray
 
 
 @pytest.fixture(scope="module")

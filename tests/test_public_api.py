@@ -27,6 +27,7 @@ def test_exported_names_are_pinned() -> None:
             "InvalidInput",
             "WrongExpectedVersion",
             "CorruptLog",
+            "CorruptIndex",
             "UnknownEventType",
             "StoreLocked",
             "EmbeddingModelChanged",

@@ -22,16 +22,9 @@ from eidetica.providers import HashEmbedder  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    """A head node and one worker node, small, on 127.0.0.1."""
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
-    worker = c.add_node(num_cpus=1, resources={"worker": 1})
-    ray.init(address=c.address, namespace="eidetica", log_to_driver=False)
-    yield c, worker
-    ray.shutdown()
-    c.shutdown()
+def cluster(ray_session):
+    """A head node and one worker node, small, on 127.0.0.1 (the test session's one Ray)."""
+    return ray_session
 
 
 def open_store(path, tenant="default", **kw):

@@ -5,19 +5,8 @@ The curated public API lives here; ``tests/test_public_api.py`` pins it.
 
 from __future__ import annotations
 
-from .errors import (
-    CorruptLog,
-    DimensionMismatch,
-    EideticaError,
-    EmbeddingModelChanged,
-    InvalidInput,
-    NotFound,
-    ProviderError,
-    StoreLocked,
-    Unauthorized,
-    UnknownEventType,
-    WrongExpectedVersion,
-)
+from .errors import *  # noqa: F403 - the whole flat error tree is public
+from .errors import __all__ as _errors_all
 from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
 from .memory import Memory, SessionHandle, open
@@ -44,16 +33,6 @@ __all__ = [
     "ANY",
     "NO_STREAM",
     "STREAM_EXISTS",
-    # errors
-    "EideticaError",
-    "InvalidInput",
-    "WrongExpectedVersion",
-    "CorruptLog",
-    "UnknownEventType",
-    "StoreLocked",
-    "EmbeddingModelChanged",
-    "DimensionMismatch",
-    "NotFound",
-    "ProviderError",
-    "Unauthorized",
+    # errors: the flat tree of errors.py
+    *_errors_all,
 ]

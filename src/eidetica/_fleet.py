@@ -27,13 +27,13 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import ray
 
 from .actors import FactCurator, ItemsActor, MemoryConfig, NotesActor, Runtime, SessionActor, Summarizer
-from .errors import InvalidInput
+from .actors.runtime import make_actor
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
@@ -52,6 +52,13 @@ def _get(ref: Any) -> Any:
         raise
 
 
+def _listed(items: Any) -> Any:
+    """Iterables as a list (generators cannot cross processes); anything else as given, for the far side's checks."""
+    if isinstance(items, (str, bytes, dict)) or not isinstance(items, Iterable):
+        return items
+    return list(items)
+
+
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
@@ -61,8 +68,8 @@ def _utcnow() -> dt.datetime:
 class LogActor:
     """Owns the store's ArrowLog in one process."""
 
-    def __init__(self, path: str, fsync: str = "always") -> None:
-        self.log = ArrowLog(path, fsync=fsync)  # type: ignore[arg-type]
+    def __init__(self, path: str, fsync: str = "always", **options: Any) -> None:
+        self.log = ArrowLog(path, fsync=fsync, **options)  # type: ignore[arg-type]
 
     def call(self, method: str, *args: Any, **kw: Any) -> Any:
         """Call a method of the log."""
@@ -91,7 +98,7 @@ class RemoteLog(EventLog):
 
     def append(self, stream: str, events: Sequence[NewEvent], expected_version: int = ANY) -> tuple[int, int]:
         """Append through the LogActor (one remote call for the whole batch)."""
-        return tuple(_get(self.handle.call.remote("append", stream, list(events), expected_version)))  # type: ignore[return-value]
+        return tuple(_get(self.handle.call.remote("append", stream, _listed(events), expected_version)))  # type: ignore[return-value]
 
     def read_batches(self, from_offset: int = 0, *, partition: int = 0) -> Iterator[Any]:
         """Committed batches, fetched in one call."""
@@ -160,7 +167,8 @@ class RemoteEmbedder(Embedder):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed through the actor."""
-        return _get(self.handle.embed.remote(list(texts)))
+        # a writable array of its own, as a local embedder returns (Ray hands back a read-only view)
+        return np.array(_get(self.handle.embed.remote(_listed(texts))))
 
 
 # -- actors that host our plain classes ----------------------------------------------------
@@ -174,18 +182,7 @@ class ActorHost:
     ) -> None:
         rlog, remb = RemoteLog(log), RemoteEmbedder(embedder)
         clock = clock or _utcnow  # a custom clock arrives as a copy: it is frozen here
-        if kind == "session":
-            self.actor: Any = SessionActor(rlog, *args, remb, config, clock)
-        elif kind == "curator":
-            self.actor = FactCurator(rlog, *args, remb, llm, config, clock)
-        elif kind == "notes":
-            self.actor = NotesActor(rlog, *args, remb, clock)
-        elif kind == "items":
-            self.actor = ItemsActor(rlog, *args, remb, clock)
-        elif kind == "summarizer":
-            self.actor = Summarizer(rlog, llm, remb, config)
-        else:
-            raise InvalidInput("kind", f"unknown actor kind {kind!r}")
+        self.actor: Any = make_actor(kind, rlog, args, remb, llm, config, clock)
 
     def call(self, method: str, *args: Any, **kw: Any) -> Any:
         """Call a method of the hosted actor."""
@@ -194,6 +191,10 @@ class ActorHost:
     def get(self, name: str) -> Any:
         """Read an attribute of the hosted actor."""
         return getattr(self.actor, name)
+
+    def set(self, name: str, value: Any) -> None:
+        """Set an attribute of the hosted actor (it lasts until the actor restarts and refolds)."""
+        setattr(self.actor, name, value)
 
     def pid(self) -> int:
         """The process id (for fault-injection tests)."""
@@ -212,6 +213,8 @@ class RemoteActor:
         object.__setattr__(self, "_cls", cls)
         object.__setattr__(self, "_factory", factory)
         object.__setattr__(self, "_retired", False)
+        object.__setattr__(self, "_busy", 0)
+        object.__setattr__(self, "_mu", threading.Lock())
         object.__setattr__(self, "last_used", time.monotonic())
 
     def _call(self, fn: Callable[[Any], Any]) -> Any:
@@ -220,6 +223,8 @@ class RemoteActor:
             object.__setattr__(self, "_retired", False)
         for attempt in range(40):
             object.__setattr__(self, "last_used", time.monotonic())  # busy: not idle
+            with self._mu:
+                object.__setattr__(self, "_busy", self._busy + 1)  # the janitor never retires an actor mid-call
             try:
                 return fn(self._handle)
             except ray.exceptions.ActorDiedError:
@@ -229,6 +234,10 @@ class RemoteActor:
                 # may hand back the dying one, so back off and ask again
                 time.sleep(min(0.05 * (attempt + 1), 0.5))
                 object.__setattr__(self, "_handle", self._factory())
+            finally:
+                with self._mu:
+                    object.__setattr__(self, "_busy", self._busy - 1)
+                    object.__setattr__(self, "last_used", time.monotonic())
         raise AssertionError("unreachable")
 
     def __getattr__(self, name: str) -> Any:
@@ -237,7 +246,8 @@ class RemoteActor:
         return self._call(lambda h: _get(h.get.remote(name)))
 
     def __setattr__(self, name: str, value: Any) -> None:
-        pass  # the hosted actor owns its state; the runtime passes what it needs at creation
+        """Set an attribute of the hosted actor (as on a local actor; never silently dropped)."""
+        self._call(lambda h: _get(h.set.remote(name, value)))
 
     def __len__(self) -> int:
         return self._call(lambda h: _get(h.call.remote("__len__")))
@@ -250,6 +260,8 @@ class RemoteActor:
         object.__setattr__(self, "_cls", state[1])
         object.__setattr__(self, "_factory", None)
         object.__setattr__(self, "_retired", False)
+        object.__setattr__(self, "_busy", 0)
+        object.__setattr__(self, "_mu", threading.Lock())
         object.__setattr__(self, "last_used", time.monotonic())
 
 
@@ -380,7 +392,7 @@ class RayRuntime(Runtime):
         with self._lock:
             idle = [
                 p for k, p in self._proxies.items()
-                if k[0] == "session" and not p._retired and now - p.last_used > self.idle_seconds
+                if k[0] == "session" and not p._retired and not p._busy and now - p.last_used > self.idle_seconds
             ]
             for p in idle:
                 # the proxy stays: a SessionHandle may still hold it, and its next call

@@ -383,12 +383,12 @@ def main() -> None:
     except EideticaError as e:
         if debug:
             raise
-        err.print(f"[red]error:[/] {escape(str(e))}")
+        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)  # one line, however narrow the terminal
         raise SystemExit(1) from None
     except (OSError, ValueError) as e:
         if debug:
             raise
-        err.print(f"[red]error:[/] {escape(str(e))}")
+        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)  # one line, however narrow the terminal
         raise SystemExit(1) from None
 
 

@@ -7,6 +7,7 @@ caller catches either the root or one precise leaf::
     ├── InvalidInput           bad argument; names the field; nothing was written
     ├── WrongExpectedVersion   optimistic concurrency check failed; nothing was written
     ├── CorruptLog             a log segment failed verification; names file and offset
+    ├── CorruptIndex           an index's files are damaged; rebuilt from the log (automatically)
     ├── UnknownEventType       an event tag this version cannot decode (newer writer?)
     ├── StoreLocked            another process holds the store open for writing
     ├── EmbeddingModelChanged  the store was built with another embedder
@@ -25,6 +26,7 @@ __all__ = [
     "InvalidInput",
     "WrongExpectedVersion",
     "CorruptLog",
+    "CorruptIndex",
     "UnknownEventType",
     "StoreLocked",
     "EmbeddingModelChanged",
@@ -81,6 +83,19 @@ class CorruptLog(EideticaError):
         self.problem = problem
         at = f"byte {position}" + (f", event offset {offset}" if offset is not None else "")
         super().__init__(f"corrupt log segment {path} at {at}: {problem}")
+
+
+class CorruptIndex(EideticaError):
+    """An index's files at ``path`` are damaged (the engine could not read them).
+
+    The log is the truth: this, and only this, makes the store rebuild the index from it.
+    """
+
+    def __init__(self, path: str, problem: str) -> None:
+        self._init_args = (path, problem)
+        self.path = path
+        self.problem = problem
+        super().__init__(f"damaged index at {path}: {problem}")
 
 
 class UnknownEventType(EideticaError):

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
-import re
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, Union
+from typing import Any, Callable, Iterator, Sequence
 
 import msgspec
 
 from .actors import (
     STRATEGIES,
-    FactCurator,
     Hit,
     LocalRuntime,
     MemoryConfig,
@@ -23,31 +20,28 @@ from .actors import (
     Runtime,
     Schedules,
     SessionActor,
-    Summarizer,
 )
+from ._compaction import plan_compaction
 from ._items import Items
+from ._names import names_in, strip_names
+from ._transfer import export_events, import_events, tenant_events
 from .actors._text import check_id, check_text
-from .errors import EideticaError, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
+from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
 from .events import (
     ArrowLog,
-    ChunksEmbedded,
     EmbedderChanged,
     EventLog,
     NewEvent,
     RecordedEvent,
-    SessionForgotten,
     UserForgotten,
 )
-from .events.envelope import events_from_batch
-from .events.streams import meta_stream, parse_stream, schedules_stream, session_stream
-from .events.types import EVENT_TYPES, Event, decode
+from .events.streams import meta_stream, parse_stream, schedules_stream
 from .projections import LocalViews, SearchHit
 from .projections._ranking import VECTOR_WEIGHT, SearchOptions
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
-__all__ = ["open", "Memory", "SessionHandle"]
+__all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
 
-_EVENT = msgspec.json.Decoder(Union[EVENT_TYPES])  # type: ignore[valid-type]
 _EMBEDDER_STREAM = meta_stream("embedder")
 
 
@@ -384,12 +378,10 @@ class Memory:
         )
         try:
             hits = self.index.search(**kw)
-        except EideticaError:
-            raise
-        except Exception as e:  # noqa: BLE001 - damaged index files: the log is the truth
+        except CorruptIndex as e:  # damaged files, and only that: the log is the truth
             import warnings
 
-            warnings.warn(f"eidetica: the index failed ({type(e).__name__}: {e}); rebuilding it from the log", stacklevel=2)
+            warnings.warn(f"eidetica: {e}; rebuilding it from the log", stacklevel=2)
             with self._qlock:
                 self.views.fresh(self.embedder)
             hits = self.index.search(**kw)
@@ -524,69 +516,16 @@ class Memory:
         return paths[0] if paths else None
 
     def _tenant_events(self) -> Iterator[RecordedEvent]:
-        for p in range(self.log.partitions):
-            for batch in self.log.read_batches(partition=p):
-                tenants = batch.column("tenant").to_pylist()
-                if self.tenant not in tenants:
-                    continue
-                for ev in events_from_batch(batch):
-                    if ev.tenant == self.tenant:
-                        yield ev
+        """This tenant's events in log order (what ``export`` writes; the server streams them)."""
+        return tenant_events(self.log, self.tenant)
 
     def export(self, path: str | os.PathLike[str]) -> int:
         """Write this tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
-        rows = [
-            {"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(), "type": e.type,
-             "event": msgspec.to_builtins(e.decode())}
-            for e in self._tenant_events()
-        ]
-        target = Path(path)
-        if target.suffix == ".parquet":
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-
-            table = pa.table({
-                "stream": [r["stream"] for r in rows], "event_id": [r["event_id"] for r in rows],
-                "time": [r["time"] for r in rows], "type": [r["type"] for r in rows],
-                "event": [json.dumps(r["event"]) for r in rows],
-            })
-            pq.write_table(table, target)
-        else:
-            with target.open("w", encoding="utf-8") as f:
-                for r in rows:
-                    f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        return len(rows)
+        return export_events(self.log, self.tenant, path)
 
     def import_(self, path: str | os.PathLike[str]) -> int:
         """Append events exported by ``export`` into this tenant (idempotent by event id)."""
-        source = Path(path)
-        if not source.exists():
-            raise InvalidInput("path", f"{source} does not exist")
-        if source.suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            t = pq.read_table(source).to_pylist()
-            rows = [dict(r, event=json.loads(r["event"])) for r in t]
-        else:
-            rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-        by_stream: dict[str, list[NewEvent]] = {}
-        for i, r in enumerate(rows):
-            try:
-                ev = msgspec.convert(r["event"], Union[EVENT_TYPES])  # type: ignore[arg-type]
-                kind, _tenant, ident = parse_stream(r["stream"])
-            except (msgspec.ValidationError, KeyError, ValueError) as e:
-                raise InvalidInput(f"line {i + 1}", f"is not an exported event: {e}") from None
-            stream = r["stream"] if kind == "meta" else f"{kind}:{session_stream(self.tenant, ident).split(':', 1)[1]}"
-            by_stream.setdefault(stream, []).append(
-                NewEvent.of(ev, tenant=self.tenant, event_id=uuid.UUID(r["event_id"]), time=dt.datetime.fromisoformat(r["time"]))
-            )
-        n = 0
-        for stream, evs in by_stream.items():
-            if stream.startswith("meta:"):
-                continue
-            for k in range(0, len(evs), 1000):
-                self.log.append(stream, evs[k : k + 1000])
-                n += len(evs[k : k + 1000])
+        n = import_events(self.log, self.tenant, path)
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the log on next use
         self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
@@ -609,74 +548,11 @@ class Memory:
         self._sync()
 
     # -- deletion for real, model switches ----------------------------------------------
-    def _dead(self) -> tuple[dict[int, set[int]], list[tuple[RecordedEvent, Any]]]:
-        """Offsets whose content users asked to forget, and the live ChunksEmbedded events."""
-        tombs: dict[str, int] = {}
-        deleted: set[str] = set()  # users asked: the content goes
-        inactive: set[str] = set()  # superseded or pruned: history stays, rows go
-        gone_types = {"SessionForgotten", "UserForgotten", "FactDeleted", "NoteDeleted", "FactSuperseded", "FactPruned"}
-        # items: (stream, item id) -> version of its last delete / its last put; the events of an
-        # item before its last delete are forgotten, its chunks before its last put are stale
-        item_gone: dict[tuple[str, str], int] = {}
-        item_put: dict[tuple[str, str], int] = {}
-        for p in range(self.log.partitions):
-            for batch in self.log.read_batches(partition=p):
-                types = batch.column("type").to_pylist()
-                if not gone_types.intersection(types) and not {"ItemDeleted", "ItemPut", "MessageRetracted"}.intersection(types):
-                    continue
-                for ev in events_from_batch(batch):
-                    if ev.type in ("ItemDeleted", "ItemPut"):
-                        seen = item_gone if ev.type == "ItemDeleted" else item_put
-                        k = (ev.stream, ev.decode().item_id)  # type: ignore[attr-defined]
-                        seen[k] = max(seen.get(k, -1), ev.version)
-                    elif ev.type in ("SessionForgotten", "UserForgotten"):
-                        tombs[ev.stream] = max(tombs.get(ev.stream, -1), ev.version)
-                    elif ev.type == "MessageRetracted":
-                        deleted.add(ev.decode().message_id or "-")  # type: ignore[attr-defined]
-                    elif ev.type in gone_types:
-                        d = ev.decode()
-                        ident = getattr(d, "fact_id", "") or getattr(d, "note_id", "")
-                        (deleted if ev.type in ("FactDeleted", "NoteDeleted") else inactive).add(ident)
-        redact: dict[int, set[int]] = {}
-        live: list[tuple[RecordedEvent, Any]] = []
-        latest_summary: dict[str, int] = {}
-        for p in range(self.log.partitions):
-            for batch in self.log.read_batches(partition=p):
-                for ev in events_from_batch(batch):
-                    if ev.type in ("Redacted", "SessionForgotten", "UserForgotten"):
-                        continue
-                    forgotten = ev.version < tombs.get(ev.stream, -1)
-                    d = None
-                    if not forgotten and ev.type in ("ItemPut", "ItemTouched", "ItemDeleted"):
-                        forgotten = ev.version < item_gone.get((ev.stream, ev.decode().item_id), -1)  # type: ignore[attr-defined]
-                    elif not forgotten and ev.stream.startswith("items:") and ev.type == "ChunksEmbedded":
-                        d = ev.decode()
-                        k = (ev.stream, d.source_id)  # type: ignore[attr-defined]
-                        forgotten = ev.version < item_gone.get(k, -1)
-                        if not forgotten and ev.version < item_put.get(k, -1):
-                            continue  # an older value's chunks: not live, kept in the log as history
-                    elif not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "ChunksEmbedded"):
-                        d = ev.decode()
-                        src = getattr(d, "source_id", None) or getattr(d, "fact_id", None) or getattr(d, "note_id", "")
-                        forgotten = src in deleted
-                    elif not forgotten and ev.type == "MessageAppended":
-                        forgotten = ev.event_id.hex in deleted  # taken back (MessageRetracted)
-                    if forgotten:
-                        redact.setdefault(p, set()).add(ev.offset)
-                    elif ev.type == "ChunksEmbedded":
-                        if d.source_id in inactive:  # type: ignore[union-attr]
-                            continue
-                        if d.kind == "summary":  # type: ignore[union-attr]
-                            latest_summary[d.source_id] = len(live)  # type: ignore[union-attr]
-                        live.append((ev, d))
-        stale = {i for i, (_, d) in enumerate(live) if d.kind == "summary" and latest_summary.get(d.source_id) != i}
-        return redact, [x for i, x in enumerate(live) if i not in stale]
-
     def compact(self) -> dict[str, int]:
         """Erase forgotten content from disk: redact it in the log, rebuild the indices afresh."""
         self._sync()
         with self._qlock:
-            redact, _ = self._dead()
+            redact, _ = plan_compaction(self.log)
             report = self.log.redact(redact)  # type: ignore[attr-defined]
             self.views.fresh(self.embedder)
         if isinstance(self.runtime, LocalRuntime):
@@ -692,7 +568,7 @@ class Memory:
         if embedder.model_id == self.embedder.model_id and embedder.dim == self.embedder.dim:
             raise InvalidInput("embedder", f"the store already uses {embedder.model_id}")
         self._sync()
-        _, live = self._dead()
+        _, live = plan_compaction(self.log)
         live = [(ev, d) for ev, d in live if d.model_id == self.embedder.model_id]
         total = sum(len(d.texts) for _, d in live)
         done = 0
@@ -893,21 +769,3 @@ def _hit(h: SearchHit) -> Hit:
         text_score=round(float(h.text_score), 4),
     )
 
-
-def _name_pattern(name: str) -> str:
-    """A regex for a name as a whole word, with its possessive."""
-    return rf"(?<!\w){re.escape(name)}(?:'s|s'|\u2019s)?(?!\w)"
-
-
-def names_in(query: str, names: Sequence[str] | frozenset[str]) -> frozenset[str]:
-    """The given names the query mentions (whole words, possessives included)."""
-    return frozenset(n for n in names if re.search(_name_pattern(n), query))
-
-
-def strip_names(query: str, names: Sequence[str] | frozenset[str]) -> str:
-    """The query without the given names (and their possessives); the query itself when nothing would be left."""
-    out = query
-    for name in sorted(names, key=len, reverse=True):  # "Mary Ann" before "Mary"
-        out = re.sub(_name_pattern(name), " ", out)
-    out = " ".join(out.split())
-    return out if re.search(r"\w", out) else query

@@ -7,6 +7,7 @@ import datetime as dt
 import threading
 from typing import Any, Callable
 
+from ..errors import InvalidInput
 from ..events import EventLog
 from ..providers import LLM, Embedder
 from ._config import MemoryConfig
@@ -16,7 +17,28 @@ from .notes import NotesActor
 from .session import SessionActor
 from .summarizer import Summarizer
 
-__all__ = ["Runtime", "LocalRuntime"]
+__all__ = ["Runtime", "LocalRuntime", "make_actor", "ACTOR_KINDS"]
+
+
+ACTOR_KINDS = ("session", "curator", "notes", "items", "summarizer")
+
+
+def make_actor(
+    kind: str, log: EventLog, args: tuple, embedder: Embedder, llm: LLM, config: MemoryConfig,
+    clock: Callable[[], dt.datetime],
+) -> Any:
+    """A plain actor of ``kind`` over ``log`` (``args``: its tenant and ids); every runtime builds them here."""
+    if kind == "session":
+        return SessionActor(log, *args, embedder, config, clock)
+    if kind == "curator":
+        return FactCurator(log, *args, embedder, llm, config, clock)
+    if kind == "notes":
+        return NotesActor(log, *args, embedder, clock)
+    if kind == "items":
+        return ItemsActor(log, *args, embedder, clock)
+    if kind == "summarizer":
+        return Summarizer(log, llm, embedder, config)
+    raise InvalidInput("kind", f"must be one of {', '.join(ACTOR_KINDS)}", kind)
 
 
 class Runtime(abc.ABC):
@@ -59,7 +81,10 @@ class LocalRuntime(Runtime):
         self.clock = clock
         self._lock = threading.Lock()
         self._actors: dict[tuple[str, ...], Any] = {}
-        self._summarizer = Summarizer(log, llm, embedder, config)
+        self._summarizer = self._make("summarizer", ())
+
+    def _make(self, kind: str, args: tuple) -> Any:
+        return make_actor(kind, self.log, args, self.embedder, self.llm, self.config, self.clock)
 
     def _get(self, key: tuple[str, ...], make: Callable[[], Any]) -> Any:
         with self._lock:
@@ -72,7 +97,7 @@ class LocalRuntime(Runtime):
         """The Session actor of a session (created on first use)."""
         actor = self._get(
             ("session", tenant, session_id),
-            lambda: SessionActor(self.log, tenant, session_id, user_id, self.embedder, self.config, self.clock),
+            lambda: self._make("session", (tenant, session_id, user_id)),
         )
         if actor.user_id != user_id:
             actor.user_id = user_id  # ownership is checked against the log on append
@@ -82,16 +107,16 @@ class LocalRuntime(Runtime):
         """The FactCurator of a user (the single writer of the user's facts)."""
         return self._get(
             ("curator", tenant, user_id),
-            lambda: FactCurator(self.log, tenant, user_id, self.embedder, self.llm, self.config, self.clock),
+            lambda: self._make("curator", (tenant, user_id)),
         )
 
     def notes(self, tenant: str, user_id: str) -> NotesActor:
         """The notes actor of a user."""
-        return self._get(("notes", tenant, user_id), lambda: NotesActor(self.log, tenant, user_id, self.embedder, self.clock))
+        return self._get(("notes", tenant, user_id), lambda: self._make("notes", (tenant, user_id)))
 
     def items(self, tenant: str, user_id: str) -> ItemsActor:
         """The items actor of a user."""
-        return self._get(("items", tenant, user_id), lambda: ItemsActor(self.log, tenant, user_id, self.embedder, self.clock))
+        return self._get(("items", tenant, user_id), lambda: self._make("items", (tenant, user_id)))
 
     def summarizer(self) -> Summarizer:
         """The process's Summarizer."""

@@ -1,4 +1,48 @@
-"""The events layer: event types, the envelope, the log port and its implementations."""
+"""The events layer: event types, the envelope, the log port and its implementations.
+
+Every event type, the stream it lives in, its one writer, and where it is folded
+(``state`` = ``projections.StateProjection``; ``index`` = ``projections.ChunkIndex``;
+``compaction`` = the facade's ``_compaction.plan_compaction`` scan). An event appended
+outside its stream's writer is a design bug. Streams: ``events.streams``.
+
+=====================  ==========================  ============================  ==============================================
+event type             stream                      its one writer                folded by
+=====================  ==========================  ============================  ==============================================
+SessionStarted         session:<tenant>:<sid>      actors.SessionActor           SessionActor, state
+MessageAppended        session:<tenant>:<sid>      actors.SessionActor           SessionActor, state
+ChunksEmbedded         session:... (messages)      actors.SessionActor           index (rows), state (text lookups), compaction
+                       summary:... (summaries)     actors.Summarizer             (reembed keeps the live ones)
+                       facts:<tenant>:<user>       actors.FactCurator
+                       notes:<tenant>:<user>       actors.NotesActor
+                       items:<tenant>:<user>       actors.ItemsActor
+SummaryCommitted       summary:<tenant>:<sid>      actors.Summarizer             SessionActor (rolling summary), state
+FactAsserted           facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, compaction
+FactReinforced         facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (confidence), compaction
+FactDecayed            facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (confidence), compaction
+FactSuperseded         facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (rows go), compaction
+FactPruned             facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (rows go), compaction
+FactDeleted            facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (rows go), compaction
+ExtractionCompleted    facts:<tenant>:<user>       actors.FactCurator            FactCurator (which messages are done)
+NoteStored             notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, compaction
+NoteDeleted            notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, index (rows go), compaction
+ScheduleCreated        schedules:<tenant>:<user>   actors.Schedules              Schedules, state
+ScheduleUpdated        schedules:<tenant>:<user>   actors.Schedules              Schedules, state
+ScheduleDeleted        schedules:<tenant>:<user>   actors.Schedules              Schedules, state
+ScheduleRun            schedules:<tenant>:<user>   actors.Schedules              Schedules, state
+SessionForgotten       session:<tenant>:<sid>      actors.SessionActor           SessionActor, state, index (rows go), compaction
+MessageRetracted       session:<tenant>:<sid>      actors.SessionActor           SessionActor, state, index (rows go), compaction
+ItemPut                items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (replaces rows), compaction
+ItemTouched            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state (times, TTL), compaction
+ItemDeleted            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (rows go), compaction
+UserForgotten          facts/notes/items:...       FactCurator/Notes/ItemsActor  the writer, state, index (rows go), compaction
+                       schedules:<tenant>:<user>   memory.Memory.forget_user [*]
+EmbedderChanged        meta:embedder               memory.Memory [*]             state, Memory._check_embedder
+Redacted               (in place of any payload)   events.ArrowLog.redact        nobody: a redacted event folds to nothing
+=====================  ==========================  ============================  ==============================================
+
+[*] written by the facade, not an actor: the schedules tombstone moves to the Schedules
+actor and ``EmbedderChanged`` to an actor of its own as issue #17/#21 land.
+"""
 
 from .arrow_log import ArrowLog
 from .envelope import ANY, LOG_SCHEMA, NO_STREAM, STREAM_EXISTS, NewEvent, RecordedEvent, utcnow

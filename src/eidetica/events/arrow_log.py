@@ -268,7 +268,7 @@ class ArrowLog(BatchLog):
             os.replace(tmp, os.path.join(self.path, "log.json"))
         for p in range(self.partitions):
             os.makedirs(self._pdir(p), mode=0o700, exist_ok=True)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def _release(self) -> None:
         if self._lock_fd is not None:
@@ -315,7 +315,7 @@ class ArrowLog(BatchLog):
                 f.truncate(good_end)
                 f.flush()
                 os.fsync(f.fileno())
-        _fsync_dir(os.path.dirname(path))
+        fsync_dir(os.path.dirname(path))
 
     # -- writing ---------------------------------------------------------------------
     def append(self, stream: str, events: Any, expected_version: int = -2) -> tuple[int, int]:
@@ -348,7 +348,7 @@ class ArrowLog(BatchLog):
             raise
         if fresh:
             self._open[partition] = seg
-            _fsync_dir(self._pdir(partition))
+            fsync_dir(self._pdir(partition))
         if end >= self.segment_bytes:
             self._finish(partition)
         return _Loc(seg.path, start, end)
@@ -450,7 +450,7 @@ class ArrowLog(BatchLog):
                 seg.finish(sync=True)
                 os.replace(tmp, path)
                 rewritten += 1
-            _fsync_dir(self._pdir(p))
+            fsync_dir(self._pdir(p))
         # re-read what is now on disk: positions changed, offsets and versions did not
         self._parts = [type(self._parts[0])(i) for i in range(self.partitions)]
         for p in range(self.partitions):
@@ -496,7 +496,8 @@ def _redact_batch(batch: pa.RecordBatch, wanted: set[int]) -> tuple[pa.RecordBat
     return pa.record_batch(cols, schema=LOG_SCHEMA), n
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
+    """fsync a directory so a create, rename or unlink inside it is durable."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
+import errno
+import functools
+import inspect
 import json
 import os
 import tempfile
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import msgspec
 
+from ..errors import CorruptIndex, EideticaError
 from ..events import RecordedEvent
+from ..events.arrow_log import fsync_dir  # one copy, in the lowest layer that needs it
 
-__all__ = ["Projection", "SearchHit", "atomic_write_json", "read_json", "fsync_dir", "UTC"]
+__all__ = ["Projection", "SearchHit", "atomic_write_json", "read_json", "fsync_dir", "engine_boundary", "UTC"]
 
 UTC = dt.timezone.utc
 
@@ -93,15 +98,6 @@ class SearchHit(msgspec.Struct, kw_only=True):
     text_score: float = 0.0
 
 
-def fsync_dir(path: str) -> None:
-    """fsync a directory so a rename inside it is durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def atomic_write_json(path: str, data: Any) -> None:
     """Write JSON to ``path`` atomically (temp file, fsync, rename, fsync dir)."""
     d = os.path.dirname(path) or "."
@@ -122,9 +118,49 @@ def atomic_write_json(path: str, data: Any) -> None:
 
 
 def read_json(path: str, default: Any = None) -> Any:
-    """Read a JSON file, or ``default`` when it does not exist."""
+    """Read a JSON file, or ``default`` when it does not exist; ``CorruptIndex`` when it is not JSON."""
     try:
         with open(path) as f:
             return json.load(f)
     except FileNotFoundError:
         return default
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError: damaged bytes
+        raise CorruptIndex(path, f"{type(e).__name__}: {e}") from e
+
+
+# What LanceDB (RuntimeError "lance error", OSError), Tantivy (ValueError) and pyarrow
+# (ArrowInvalid, ArrowIOError) raise when the files they read are damaged or missing.
+_DAMAGE = (OSError, RuntimeError, ValueError)
+# Not damage: the environment. Rebuilding would not help, and would throw away a good index.
+_NOT_DAMAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS, errno.EMFILE})
+
+_C = TypeVar("_C", bound=type)
+
+
+def _guard(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def call(self: Any, *args: Any, **kw: Any) -> Any:
+        try:
+            return fn(self, *args, **kw)
+        except EideticaError:
+            raise
+        except _DAMAGE as e:
+            if isinstance(e, OSError) and e.errno in _NOT_DAMAGE_ERRNOS:
+                raise
+            where = getattr(self, "path", None) or getattr(self, "root", None) or type(self).__name__
+            raise CorruptIndex(str(where), f"{type(e).__name__}: {e}") from e
+
+    return call
+
+
+def engine_boundary(cls: _C) -> _C:
+    """Class decorator for an engine adapter: the damage its engine reports becomes ``CorruptIndex``.
+
+    Only the engines' own error types are translated (a plain bug, a ``TypeError`` say,
+    propagates as it is), so that nothing but damage triggers a rebuild. Generators are
+    left alone (their errors surface during iteration, on rebuild paths).
+    """
+    for name, fn in list(vars(cls).items()):
+        if inspect.isfunction(fn) and not inspect.isgeneratorfunction(fn):
+            setattr(cls, name, _guard(fn))
+    return cls

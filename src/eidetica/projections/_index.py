@@ -42,7 +42,6 @@ into terms, never parsed as query syntax.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import os
 import threading
@@ -57,10 +56,13 @@ from ..events import RecordedEvent
 from ..events import types as ev
 from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
+from ._maintenance import du
+from ._marks import Marks
 from ._ranking import VECTOR_WEIGHT, SearchOptions
 from ._ranking import confidence as _confidence
 from ._ranking import linear, minmax, order, recency, smooth, speaker_bonus
 from ._ranking import mmr as _mmr_pick
+from ._rebuild import BulkRebuild
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
 from ._tantivy import TantivyChunks, query_terms
 
@@ -77,126 +79,6 @@ _HANDLED = frozenset({
 })
 FORMAT = 1
 _SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
-
-
-class _Marks:
-    """Durable memory of deletes and confidence changes, for rows that arrive late.
-
-    ``marks.jsonl`` is append-only; a torn last line (crash) is ignored and the events
-    behind it are replayed anyway, because the checkpoint is written after ``sync()``.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.dels: dict[tuple[str, str, str], tuple[int, tuple[str, ...] | None]] = {}
-        self.confs: dict[tuple[str, str], tuple[int, float]] = {}
-        self._buf: list[str] = []
-        self._unsynced = False
-        self._load()
-
-    def _load(self) -> None:
-        try:
-            with open(self.path) as f:
-                lines = f.readlines()
-        except FileNotFoundError:
-            return
-        for line in lines:
-            try:
-                rec = json.loads(line)
-                if rec[0] == "d":
-                    self._del(rec[1], rec[2], rec[3], int(rec[4]), tuple(rec[5]) if rec[5] is not None else None)
-                elif rec[0] == "c":
-                    self._conf(rec[1], rec[2], int(rec[3]), float(rec[4]))
-            except (ValueError, IndexError, TypeError, KeyError):
-                continue  # torn tail
-
-    def _del(self, tenant: str, field: str, value: str, time: int, kinds: tuple[str, ...] | None) -> bool:
-        k = (tenant, field, value)
-        old = self.dels.get(k)
-        if old is not None and old[0] >= time:
-            return False
-        self.dels[k] = (time, kinds)
-        return True
-
-    def _conf(self, tenant: str, source: str, time: int, conf: float) -> bool:
-        old = self.confs.get((tenant, source))
-        if old is not None and old[0] > time:
-            return False
-        self.confs[(tenant, source)] = (time, conf)
-        return True
-
-    def add_delete(self, p: Pred) -> None:
-        """Remember a delete (the latest per tenant/field/value)."""
-        if self._del(p.tenant, p.field, p.value, p.time, p.kinds):
-            self._buf.append(json.dumps(["d", p.tenant, p.field, p.value, p.time, p.kinds]))
-
-    def add_conf(self, tenant: str, source: str, time: int, conf: float) -> bool:
-        """Remember a confidence change; False when an even later one is known (stale)."""
-        if not self._conf(tenant, source, time, conf):
-            return False
-        self._buf.append(json.dumps(["c", tenant, source, time, conf]))
-        return True
-
-    def kills(self, row: Row) -> bool:
-        """Whether a delete newer than the row covers it."""
-        for field, value in (("source_id", row.source_id), ("user_id", row.user_id), ("session_id", row.session_id)):
-            if not value:
-                continue
-            m = self.dels.get((row.tenant, field, value))
-            if m is not None and row.etime <= m[0] and (m[1] is None or row.kind in m[1]):
-                return True
-        return False
-
-    def conf_for(self, row: Row) -> float | None:
-        """A confidence change newer than the row, if any."""
-        if not row.source_id:
-            return None
-        c = self.confs.get((row.tenant, row.source_id))
-        return c[1] if c is not None and c[0] >= row.etime else None
-
-    def flush(self) -> None:
-        """Append buffered marks to the file (fsync happens in ``sync``)."""
-        if not self._buf:
-            return
-        with open(self.path, "a") as f:
-            f.write("\n".join(self._buf) + "\n")
-        self._buf = []
-        self._unsynced = True
-
-    def sync(self) -> None:
-        """fsync the marks file if anything was appended since the last sync."""
-        self.flush()
-        if self._unsynced:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            self._unsynced = False
-
-    def rewrite(self) -> None:
-        """Rewrite the file with one line per mark (drops superseded lines)."""
-        self.flush()
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            for (t, fld, v), (time, kinds) in self.dels.items():
-                f.write(json.dumps(["d", t, fld, v, time, kinds]) + "\n")
-            for (t, s), (time, conf) in self.confs.items():
-                f.write(json.dumps(["c", t, s, time, conf]) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        self._unsynced = False
-
-    def reset(self) -> None:
-        """Forget every mark and truncate the file."""
-        self.dels.clear()
-        self.confs.clear()
-        self._buf = []
-        with open(self.path, "w") as f:
-            f.flush()
-            os.fsync(f.fileno())
-        self._unsynced = False
 
 
 class _Batch:
@@ -223,7 +105,7 @@ def _sequence(r: Row) -> int | None:
     return q if isinstance(q, int) and not isinstance(q, bool) else None
 
 
-class ChunkIndex(Projection):
+class ChunkIndex(BulkRebuild, Projection):
     """LanceDB vectors + Tantivy BM25 over the chunks of every tenant, with hybrid search.
 
     Files under ``path``: ``lance/`` (the ``chunks`` table), ``text/`` (Tantivy generations),
@@ -286,7 +168,7 @@ class ChunkIndex(Projection):
         # (the term dictionary keeps deleted, unmerged documents' keys): an extra delete is a
         # no-op. Cleared whenever Tantivy is rebuilt or emptied.
         self._text_only_keys: set[int] | None = None  # computed on first use (see _text_only)
-        self._marks = _Marks(os.path.join(self.path, "marks.jsonl"))
+        self._marks = Marks(os.path.join(self.path, "marks.jsonl"))
         self._ckpt_path = os.path.join(self.path, "checkpoint.json")
         self._ckpt = self._read_checkpoint()
         self._writes = 0  # write batches since the last optimize
@@ -476,148 +358,6 @@ class ChunkIndex(Projection):
         self._marks.flush()
         text.commit()
 
-    # -- rebuild (bulk load) -----------------------------------------------------------
-    def begin_rebuild(self) -> None:
-        """Enter bulk mode for a replay into this (empty) index; ``end_rebuild`` leaves it.
-
-        In bulk mode new rows stream into one LanceDB append (``LanceChunks.bulk_add``),
-        Tantivy is not written per batch but built once from the table at the end, while
-        the vector index trains in a native thread, and checkpoints are only remembered:
-        the checkpoint file keeps saying "nothing applied" until ``end_rebuild`` has made
-        both engines durable. ``meta.json`` marks the rebuild, so a process killed midway
-        reopens the index empty and replays from 0 (see ``__init__``). A no-op unless the
-        index is empty.
-        """
-        with self._lock:
-            if self._bulk is not None or self._ckpt or self._lance.count() or self._text.num_docs():
-                return
-            self._meta["rebuilding"] = True
-            atomic_write_json(self._meta_path, self._meta)
-            self._bulk = {}
-
-    def end_rebuild(self, completed: bool = True) -> None:
-        """Leave bulk mode: build Tantivy and the indexes and save the checkpoint, or (not ``completed``) discard all."""
-        with self._lock:
-            if self._bulk is None:
-                return
-            ckpt = self._bulk
-            if not completed:
-                self.reset()
-                return
-            try:
-                self._lance.flush_bulk()
-                self._finish_bulk()
-                self._bulk = None
-                self.save_checkpoint(ckpt)
-                self._meta.pop("rebuilding", None)
-                atomic_write_json(self._meta_path, self._meta)
-            except BaseException:
-                self._bulk = None
-                try:
-                    self.reset()  # no half-built index: the caller replays from 0
-                except Exception:  # noqa: BLE001 - the original error matters more; reopen resets too
-                    log.exception("chunk index: reset after a failed rebuild failed")
-                raise
-
-    def _write_bulk(self, b: _Batch) -> None:
-        """Bulk mode's write: LanceDB only; fresh rows go to the streamed append."""
-        lance = self._lance
-        rows = list(b.pending.values())
-        if b.deletes or b.confs or any(hash(r.key) in lance.keys for r in rows):
-            # these touch rows already sent: commit the stream, then write as usual
-            if b.deletes:
-                lance.delete(b.deletes)
-            if b.confs:
-                lance.update_confidence(list(b.confs.values()))
-            lance.upsert(rows)
-        else:
-            lance.bulk_add(rows)
-        self._marks.flush()
-
-    def _finish_bulk(self) -> None:
-        """The end of a bulk load: compact if needed, then the vector and scalar indexes in a
-        native thread while this thread (Python, GIL-bound) builds Tantivy from the table."""
-        lance = self._lance
-        n = lance.count()
-        # usually one fragment already (a streamed append); several if deletes split the stream
-        lance.optimize(self.cleanup_after)
-
-        def indexes() -> int:
-            if n:
-                lance.ensure_scalar_indexes()
-            return lance.build_ann(n) if self._ann_due(n) else 0
-
-        fut = self._executor().submit(indexes)
-        try:
-            self._text.rebuild(lance.iter_batches())
-            self._text_only = set()
-        finally:
-            parts = fut.result()
-        if parts:
-            self._meta["ann_partitions"] = parts
-            self._meta["ann_rows"] = n
-        self._marks.sync()
-        self._writes = 0
-        self._last_maintain = time.monotonic()
-
-    # -- maintenance -------------------------------------------------------------------
-    def maintain(self, force: bool = False) -> None:
-        """Build/retrain the ANN index past its thresholds and optimize, when it pays off.
-
-        Unless ``force``: at most once per ``maintain_interval`` seconds, and only when the
-        table has many small fragments, many rows outside the ANN index, or needs its ANN
-        index (re)built (``apply`` runs the same check every ``optimize_every`` batches).
-        """
-        with self._lock:
-            if not self._writes:
-                return
-            if force:
-                self._maintain()
-            elif time.monotonic() - self._last_maintain >= self.maintain_interval:
-                self._maintain_if_needed()
-
-    def _ann_due(self, n: int) -> bool:
-        ann_rows = int(self._meta.get("ann_rows", 0))
-        return n >= self.ann_threshold and (
-            not self._lance.has_ann() or n >= ann_rows * float(self._lance.ann["retrain_growth"]))
-
-    def _maintain_if_needed(self) -> None:
-        if self._ann_due(self._lance.count()) or self._lance.needs_optimize():
-            self._maintain()
-        else:
-            self._last_maintain = time.monotonic()
-
-    def optimize(self, cleanup_older_than: dt.timedelta | None = None) -> None:
-        """Compact fragments, fold new rows into the indexes and drop old versions now."""
-        with self._lock:
-            self._maintain(cleanup_older_than)
-
-    def _maintain(self, cleanup: dt.timedelta | None = None) -> None:
-        n = self._lance.count()
-        if n:
-            self._lance.ensure_scalar_indexes()
-        # compact first, so a new ANN index is trained on the final fragments (no remap)
-        self._lance.optimize(self.cleanup_after if cleanup is None else cleanup)
-        if self._ann_due(n):
-            self._meta["ann_partitions"] = self._lance.build_ann(n)
-            self._meta["ann_rows"] = n
-            atomic_write_json(self._meta_path, self._meta)
-        self._text.gc()
-        self._writes = 0
-        self._last_maintain = time.monotonic()
-
-    def compact(self) -> None:
-        """Make deletions physical: rewrite the table, drop old versions, rebuild Tantivy fresh and swap."""
-        with self._lock:
-            self._lance.rewrite()
-            self._meta["ann_rows"] = 0
-            atomic_write_json(self._meta_path, self._meta)
-            self._maintain(dt.timedelta(0))  # the vector index again, if the table is large enough
-            self._text.rebuild(self._lance.iter_batches())
-            self._text_only = set()
-            self._marks.rewrite()
-            self._writes = 0
-
     # -- queries -----------------------------------------------------------------------
     def count(self, tenant: str | None = None) -> int:
         """Rows of one tenant (or of all tenants)."""
@@ -632,7 +372,7 @@ class ChunkIndex(Projection):
             ls = self._lance.stats()
             return {
                 "rows": ls["rows"],
-                "disk_bytes": _du(self.path),
+                "disk_bytes": du(self.path),
                 "lance": ls,
                 "text": {"docs": self._text.num_docs(), "segments": self._text.num_segments(),
                          "generation": self._text.gen},
@@ -918,14 +658,3 @@ class ChunkIndex(Projection):
         """Close the index."""
         self.close()
 
-
-def _du(path: str) -> int:
-    """Bytes of every file under a directory."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.path.getsize(os.path.join(root, name))
-            except OSError:
-                pass
-    return total

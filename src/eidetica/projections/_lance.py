@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ._base import engine_boundary
 from ._rows import Pred, Row
 
 __all__ = ["LanceChunks", "ANN_DEFAULTS"]
@@ -188,6 +189,7 @@ class StreamedAdd:
         self._thread.join()
 
 
+@engine_boundary
 class LanceChunks:
     """The ``chunks`` table: idempotent writes, filtered vector search, ANN and compaction."""
 

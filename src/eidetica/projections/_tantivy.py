@@ -34,7 +34,7 @@ import pyarrow as pa
 import tantivy
 from tantivy import Document, Filter, Index, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
 
-from ._base import fsync_dir
+from ._base import engine_boundary, fsync_dir
 from ._rows import Filters, Pred, Row, term_value
 
 __all__ = ["TantivyChunks", "analyze", "query_terms", "QUERY_STOPWORDS", "ANALYZER"]
@@ -195,6 +195,7 @@ def pred_query(p: Pred) -> Query:
     return Query.boolean_query(clauses)
 
 
+@engine_boundary
 class TantivyChunks:
     """The BM25 index over chunk rows: one writer, read-your-writes after every commit."""
 

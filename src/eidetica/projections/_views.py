@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..errors import CorruptIndex
 from ..events import EventLog, RecordedEvent
 from ..events.types import decode
 from ..providers import Embedder
@@ -90,13 +91,14 @@ class LocalViews:
         try:
             self._open(embedder)
             self.projector.catch_up()
-        except Exception as e:  # noqa: BLE001 - any damage: the log is the truth, rebuild from it
+        except CorruptIndex as e:  # damaged files (and only that): the log is the truth, rebuild from it
             self.rebuilt_after_damage = f"{type(e).__name__}: {e}"
             warnings.warn(f"eidetica: the index at {self.index_dir} was damaged ({e}); rebuilding it from the log", stacklevel=2)
-            try:
-                self.index.close()
-            except Exception:  # noqa: BLE001 - it is being thrown away
-                pass
+            if self.index is not None:
+                try:
+                    self.index.close()
+                except Exception:  # noqa: BLE001 - it is being thrown away
+                    pass
             shutil.rmtree(self.index_dir, ignore_errors=True)
             self._open(embedder)
             self.projector.catch_up()
