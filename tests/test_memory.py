@@ -298,7 +298,11 @@ def test_decay_and_prune_run_on_the_sweep(mem, clock) -> None:
 def test_max_memories_prunes_the_weakest(tmp_path, clock) -> None:
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), clock=clock, config=MemoryConfig(max_memories=3)) as m:
         ids = [m.remember(f"distinct fact {w}", user="u") for w in ("alpha", "bravo", "charlie")]
-        m.runtime.curator("default", "u").facts[ids[1]].confidence = 0.4
+        clock.now = T0 + dt.timedelta(days=8)
+        m.sweep()  # all three decay to 0.95 ...
+        clock.now = T0 + dt.timedelta(days=9)
+        for i in (0, 2):  # ... and two are restated: "bravo" is the weakest
+            assert m.remember(f"distinct fact {('alpha', 'bravo', 'charlie')[i]}", user="u") == ids[i]
         m.remember("distinct fact delta", user="u")
         assert {h.id for h in m.list_memories(user="u")} == {ids[0], ids[2]} | {
             h.id for h in m.list_memories(user="u") if h.text == "distinct fact delta"

@@ -357,6 +357,16 @@ class Memory:
         check_id("user", user)
         return self.runtime.curator(self.tenant, user).remember(content, category, request_id=uuid.uuid4().hex)
 
+    def remember_many(self, items: Sequence[Any], *, user: str) -> list[str]:
+        """Store many facts about a user with one embedding batch and one log commit; returns their ids.
+
+        ``items``: strings, ``(content, category)`` pairs or ``{"content", "category"}`` dicts,
+        curated in order as ``remember`` would (a repeat reinforces; beyond ``max_memories``
+        the weakest facts are pruned in the same commit).
+        """
+        check_id("user", user)
+        return self.runtime.curator(self.tenant, user).remember_many(items, request_id=uuid.uuid4().hex)
+
     def recall(
         self,
         query: str,
