@@ -817,11 +817,11 @@ class ChunkIndex(Projection):
         vec_hits: list[tuple[str, float]] = []
         txt_hits: list[tuple[float, Row]] = []
         if mode == "hybrid" and terms:
-            fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow)
+            fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow, filters=f)
             txt_hits = self._text.search(f, terms, fetch)
             vec_hits = fut.result()
         elif mode in ("hybrid", "vector"):
-            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow)
+            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
         else:
             txt_hits = self._text.search(f, terms, fetch)
         vec_hits = sorted(vec_hits, key=lambda h: (h[1], h[0]))[:n]
