@@ -28,6 +28,7 @@ from ..events import (
 from ..events.streams import facts_stream
 from ..events.types import Event
 from ..providers import LLM, Embedder
+from ..providers._base import Coalescer
 from ._config import MemoryConfig
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 
@@ -124,6 +125,8 @@ class FactCurator:
         self.clock = clock
         self.stream = facts_stream(tenant, user_id)
         self._lock = threading.RLock()
+        # concurrent remember() calls of this user share one embedding call and one commit
+        self._remembers = Coalescer(self._remember_batch)
         self.reload()
 
     # -- state -----------------------------------------------------------------------
@@ -264,9 +267,16 @@ class FactCurator:
             return self.requests[request_id]
         content = check_text("content", content).strip()
         category = sanitize_category(category)
-        if vector is None:
-            vector = self.embedder.embed([content])[0]
-        return self._write([(content, category, list(sources), time, vector, request_id)])[0]
+        return self._remembers([(content, category, list(sources), time, vector, request_id)])[0]
+
+    def _remember_batch(self, items: list[tuple[Any, ...]]) -> list[str]:
+        todo = [i for i, it in enumerate(items) if it[4] is None]
+        if todo:
+            vecs = self.embedder.embed([items[i][0] for i in todo])
+            items = list(items)
+            for i, v in zip(todo, vecs):
+                items[i] = (*items[i][:4], v, items[i][5])
+        return self._write(items)
 
     def remember_many(self, items: Sequence[RememberItem], *, request_id: str = "") -> list[str]:
         """Store many facts with one embedding batch and one log commit; returns their ids in order.
