@@ -117,3 +117,11 @@ def test_the_fold_after_reopen_equals_the_incremental_state(tmp_path) -> None:
         cur = m.runtime.curator("default", "u")
         assert set(cur._vectors.slot) == {f.fact_id for f in cur.active()} == live
         assert [f.fact_id for f in cur._weakest(10)] == order
+
+
+def test_stats_count_facts_pruned_by_the_cap(mem) -> None:
+    mem.remember_many([f"fact {w}" for w in "alpha bravo charlie delta echo foxtrot golf".split()], user="u")
+    mem.remember("Bob keeps bees", user="b")
+    facts = mem.stats()["facts"]
+    assert facts["active"] == 6 and facts["pruned"] == 2 and facts["max_memories"] == 5
+    assert facts["users"] == 2 and facts["users_at_cap"] == 1

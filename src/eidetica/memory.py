@@ -353,7 +353,12 @@ class Memory:
 
     # -- facts -----------------------------------------------------------------------
     def remember(self, content: str, category: str = "general", *, user: str) -> str:
-        """Store a fact about a user; returns its id (an existing id when it reinforced one)."""
+        """Store a fact about a user; returns its id (an existing id when it reinforced one).
+
+        A user keeps at most ``MemoryConfig.max_memories`` (default 1,000) active facts: beyond
+        that every new fact prunes the weakest one (lowest confidence, then least recently
+        reinforced) in the same commit; ``stats()["facts"]`` counts pruned facts.
+        """
         check_id("user", user)
         return self.runtime.curator(self.tenant, user).remember(content, category, request_id=uuid.uuid4().hex)
 
@@ -606,6 +611,9 @@ class Memory:
             "summaries_stale": self.runtime.summarizer().stale,
             "extraction_failures": self.extraction_failures,
             "embedder": self.embedder.model_id,
+            # beyond max_memories a user's weakest facts are pruned on every remember: say so
+            "facts": {**self.state.fact_counts(self.tenant, self.config.max_memories),
+                      "max_memories": self.config.max_memories},
         }
 
     def _tenant_events(self) -> Iterator[RecordedEvent]:
