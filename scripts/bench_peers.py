@@ -231,7 +231,7 @@ def eidetica_runs(texts: list[str], qs: list[str], exact: list[list[int]], root:
     out["eidetica_concurrent_adds_per_s"] = round(len(texts) / (time.perf_counter() - t), 1)
     if errors:
         raise errors[0]
-    out["eidetica_concurrent_stored"] = len(m.list_memories(user=USER, limit=10 * len(texts)))
+    out["eidetica_concurrent_stored"] = m.stats()["facts"]["active"]
     m.close()
     print(f"eidetica 8 threads: {out['eidetica_concurrent_adds_per_s']} adds/s", flush=True)
     return out

@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 
+from .._blas import single_threaded_blas
 from ..errors import InvalidInput, NotFound, ProviderError, WrongExpectedVersion
 from ..events import (
     ChunksEmbedded,
@@ -98,7 +99,8 @@ class _VectorSet:
         """The fact id with the highest dot product to ``vector`` and that product."""
         if not self.slot:
             return None, 0.0
-        sims = self.mat[: len(self.ids)] @ vector
+        with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
+            sims = self.mat[: len(self.ids)] @ vector
         i = int(np.argmax(sims))
         return self.ids[i], float(sims[i])
 

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
+from .._blas import single_threaded_blas
 from ._rows import Filters, Pred, Row, sql_str
 
 __all__ = ["LanceChunks", "ANN_DEFAULTS"]
@@ -264,7 +265,8 @@ class _FactVectors:
             return []
         q = np.asarray(vector, np.float32)
         q = q / (float(np.linalg.norm(q)) or 1.0)
-        sims = self.mat[:n] @ q
+        with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
+            sims = self.mat[:n] @ q
         ok = self.live[:n].copy()
         if f.since is not None:
             ok &= self.ts[:n] >= f.since
@@ -409,10 +411,14 @@ class LanceChunks:
         """Rows matching an escaped filter (all rows when None)."""
         return int(self.table.count_rows(where) if where else self.table.count_rows())
 
+    def answers_in_memory(self, f: Filters | None) -> bool:
+        """Whether a vector search with these filters is one user's facts, answered from memory (fast)."""
+        return not (f is None or f.kinds != ("fact",) or f.user_id is None or f.session_id is not None
+                    or f.exclude_session is not None or self._stream is not None)
+
     def _user_facts(self, f: Filters | None) -> _FactVectors | None:
         """The in-memory fact rows that answer a query with these filters exactly, or None."""
-        if (f is None or f.kinds != ("fact",) or f.user_id is None or f.session_id is not None
-                or f.exclude_session is not None or self._stream is not None):
+        if f is None or not self.answers_in_memory(f):
             return None
         key = (f.tenant, f.user_id)
         fv = self._facts.pop(key, None)
