@@ -199,9 +199,8 @@ class _FactVectors:
     """
 
     def __init__(self, dim: int) -> None:
-        self.mat = np.zeros((64, dim), np.float32)
-        self.raw = np.zeros((64, dim), np.float32)  # the stored vectors, for ``vectors()``
-        self.rows: list[Row | None] = []
+        self.mat = np.zeros((64, dim), np.float32)  # unit rows: a dot product is the cosine
+        self.rows: list[Row | None] = []  # slim rows: the fields filters and deletes read
         self.slot: dict[str, int] = {}
         self.by_source: dict[str, set[str]] = {}
         self.free: list[int] = []
@@ -211,20 +210,22 @@ class _FactVectors:
     def add(self, row: Row, vector: np.ndarray) -> None:
         """Insert or replace a row by key."""
         self.remove(row.key)
+        row = Row(key=row.key, id=row.id, tenant=row.tenant, user_id=row.user_id, session_id=row.session_id,
+                  kind=row.kind, source_id=row.source_id, text="", category=row.category, confidence=0.0, ts=row.ts,
+                  etime=row.etime, metadata=b"")
         if self.free:
             i = self.free.pop()
             self.rows[i] = row
         else:
             i = len(self.rows)
             if i == self.mat.shape[0]:
-                for name in ("mat", "raw", "live", "ts"):
+                for name in ("mat", "live", "ts"):
                     old = getattr(self, name)
                     grown = np.zeros((2 * i, *old.shape[1:]), old.dtype)
                     grown[:i] = old
                     setattr(self, name, grown)
             self.rows.append(row)
         v = np.asarray(vector, np.float32)
-        self.raw[i] = v
         self.mat[i] = v / (float(np.linalg.norm(v)) or 1.0)
         self.live[i] = True
         self.ts[i] = row.ts
@@ -477,7 +478,8 @@ class LanceChunks:
         yield from self._scan([c for c in _COLUMNS if c != "time"], None)
 
     def vectors(self, tenant: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored vectors of rows by key within one tenant (query side: rescoring, MMR)."""
+        """Stored vectors of rows by key within one tenant (query side: rescoring, MMR; callers take
+        cosines, so a row served from memory comes unit-normalised)."""
         out: dict[str, np.ndarray] = {}
         keys = list(dict.fromkeys(keys))
         with self._facts_lock:
@@ -486,7 +488,7 @@ class LanceChunks:
                     for k in keys:
                         i = fv.slot.get(k)
                         if i is not None:
-                            out[k] = fv.raw[i].copy()
+                            out[k] = fv.mat[i].copy()
         keys = [k for k in keys if k not in out]
         for i in range(0, len(keys), 512):
             part = keys[i : i + 512]
