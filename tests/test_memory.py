@@ -245,6 +245,14 @@ def test_remember_recall_render_and_list(mem) -> None:
     assert [h.category for h in mem.recall("peanuts", user="ada", category="health")] == ["health"]
 
 
+def test_remember_many_stores_in_order_on_every_runtime(mem) -> None:
+    ids = mem.remember_many(["Ada keeps bees", ("Ada lives in Porto", "location"), "Ada keeps bees"], user="ada")
+    assert len(ids) == 3 and ids[0] == ids[2] != ids[1]
+    assert [h.id for h in mem.recall("Porto", user="ada", top_k=1)] == [ids[1]]
+    with pytest.raises(InvalidInput):
+        mem.remember_many(["ok", ""], user="ada")
+
+
 def test_categories_are_sanitised(mem) -> None:
     mem.remember("a", category="Food & Drink!", user="u")
     mem.remember("b", category="Work_Life-2", user="u")

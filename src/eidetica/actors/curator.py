@@ -438,7 +438,13 @@ class FactCurator:
                 else:
                     found = self.llm.extract_facts(text)  # may raise ProviderError: stays pending
                 source = dict(m.get("metadata") or {}, session_id=m["session_id"], sequence=m["sequence"])
-                got = [self.remember(f.content, f.category, sources=[source], time=m.get("time")) for f in found]
+                # straight to the batch, not through the coalescer: this thread holds the lock a
+                # coalesced leader would wait for (one embedding call for the message's facts)
+                got = self._remember_batch([
+                    (check_text("content", f.content).strip(), sanitize_category(f.category), [source], m.get("time"),
+                     None, "")
+                    for f in found
+                ]) if found else []
                 ids += got
                 done = ExtractionCompleted(session_id=m["session_id"], sequences=[m["sequence"]], facts=got)
                 self._commit([(done, None)])
