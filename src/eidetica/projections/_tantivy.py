@@ -217,6 +217,7 @@ class TantivyChunks:
         self._cache_gen = -1
         self._cache_lock = threading.Lock()
         self._searcher_cache: tuple[int, Any, Any] | None = None
+        self._tf: dict[str, tuple[Counter[str], int]] = {}  # text -> (term counts, length), see _terms_of
 
     # -- files -------------------------------------------------------------------------
     def _current(self) -> str | None:
@@ -334,8 +335,8 @@ class TantivyChunks:
             idf[t] = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
         out = []
         for r in rows:
-            tf = Counter(tokens(r.text))
-            norm = K1 * (1.0 - B + B * doc_len(r.text) / avgdl) if avgdl > 0 else K1
+            tf, n = self._terms_of(r.text)
+            norm = K1 * (1.0 - B + B * n / avgdl) if avgdl > 0 else K1
             s = 0.0
             for t in terms:
                 c = tf.get(t, 0)
@@ -343,6 +344,17 @@ class TantivyChunks:
                     s += idf[t] * c * (K1 + 1.0) / (c + norm)
             out.append(s)
         return out
+
+    def _terms_of(self, text: str) -> tuple[Counter[str], int]:
+        """Term counts and BM25 length of a text, memoised by the text (the same rows are scored
+        query after query: analysing them again cost several ms per search)."""
+        got = self._tf.get(text)
+        if got is None:
+            got = (Counter(tokens(text)), doc_len(text))
+            if len(self._tf) >= 100_000:
+                self._tf.clear()  # bounded; rebuilt from the rows searches touch
+            self._tf[text] = got
+        return got
 
     def _cached(self, gen: int, key: Any, compute: Any) -> Any:
         with self._cache_lock:
