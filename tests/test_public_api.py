@@ -9,6 +9,7 @@ def test_exported_names_are_pinned() -> None:
         [
             "__version__",
             "open",
+            "connect",
             "Memory",
             "SessionHandle",
             "MemoryConfig",
@@ -32,6 +33,7 @@ def test_exported_names_are_pinned() -> None:
             "DimensionMismatch",
             "NotFound",
             "ProviderError",
+            "Unauthorized",
         ]
     )
     for name in eidetica.__all__:
@@ -87,6 +89,7 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         errors.DimensionMismatch(384, 12),
         errors.NotFound("fact", "f1"),
         errors.ProviderError("down"),
+        errors.Unauthorized("revoked"),
     ]
     for e in cases:
         back = pickle.loads(pickle.dumps(e))

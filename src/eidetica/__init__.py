@@ -14,12 +14,14 @@ from .errors import (
     NotFound,
     ProviderError,
     StoreLocked,
+    Unauthorized,
     UnknownEventType,
     WrongExpectedVersion,
 )
 from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
 from .memory import Memory, SessionHandle, open
+from ._client import connect
 
 __version__ = "0.1.0"
 
@@ -27,6 +29,7 @@ __all__ = [
     "__version__",
     # the agent-facing API
     "open",
+    "connect",
     "Memory",
     "SessionHandle",
     "MemoryConfig",
@@ -52,4 +55,5 @@ __all__ = [
     "DimensionMismatch",
     "NotFound",
     "ProviderError",
+    "Unauthorized",
 ]

@@ -12,6 +12,7 @@ caller catches either the root or one precise leaf::
     ├── EmbeddingModelChanged  the store was built with another embedder
     ├── DimensionMismatch      a vector has the wrong length for the store
     ├── NotFound               the id names nothing (in this tenant)
+    ├── Unauthorized           a server request without a valid API key (missing, unknown, revoked)
     └── ProviderError          an embedding or LLM provider failed after retries
 """
 
@@ -30,6 +31,7 @@ __all__ = [
     "DimensionMismatch",
     "NotFound",
     "ProviderError",
+    "Unauthorized",
 ]
 
 
@@ -141,6 +143,15 @@ class NotFound(EideticaError, KeyError):
 
 class ProviderError(EideticaError):
     """An embedding or LLM provider failed (after its retries)."""
+
+
+class Unauthorized(EideticaError):
+    """A request to ``eidetica serve`` carried no valid API key (missing, unknown or revoked)."""
+
+    def __init__(self, problem: str = "a valid API key is required") -> None:
+        self._init_args = (problem,)
+        self.problem = problem
+        super().__init__(problem)
 
 
 def _version_name(v: int) -> str:

@@ -253,15 +253,19 @@ class Memory:
             self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
 
     # -- facts -----------------------------------------------------------------------
-    def remember(self, content: str, category: str = "general", *, user: str) -> str:
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
         """Store a fact about a user; returns its id (an existing id when it reinforced one).
+
+        ``request_id`` (caller-chosen) makes a retry return the first call's id, writing nothing.
 
         A user keeps at most ``MemoryConfig.max_memories`` (default 1,000) active facts: beyond
         that every new fact prunes the weakest one (lowest confidence, then least recently
         reinforced) in the same commit; ``stats()["facts"]`` counts pruned facts.
         """
         check_id("user", user)
-        return self.runtime.curator(self.tenant, user).remember(content, category, request_id=uuid.uuid4().hex)
+        if request_id is not None:
+            check_id("request_id", request_id)
+        return self.runtime.curator(self.tenant, user).remember(content, category, request_id=request_id or uuid.uuid4().hex)
 
     def remember_many(self, items: Sequence[Any], *, user: str) -> list[str]:
         """Store many facts about a user with one embedding batch and one log commit; returns their ids.
@@ -773,12 +777,19 @@ class SessionHandle:
         *,
         time: dt.datetime | None = None,
         sequence: int | None = None,
+        event_id: uuid.UUID | None = None,
     ) -> int:
-        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle."""
+        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle.
+
+        ``event_id`` (caller-chosen) makes a retried append idempotent (``eidetica.connect`` sets one).
+        """
         if role == "system":
             self.system_prompt = check_text("content", content)
             return self._m.log.head(self._m.log.partition_of(self._actor.stream)) - 1
-        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence}
+        if event_id is not None and not isinstance(event_id, uuid.UUID):
+            raise InvalidInput("event_id", "must be a uuid.UUID", event_id)
+        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence,
+                "event_id": event_id}
         if not self.buffer_size:
             return self.extend([item])
         from .actors import ROLES
