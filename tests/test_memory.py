@@ -305,6 +305,14 @@ def test_remember_recall_render_and_list(mem) -> None:
     assert [h.category for h in mem.recall("peanuts", user="ada", category="health")] == ["health"]
 
 
+def test_remember_many_stores_in_order_on_every_runtime(mem) -> None:
+    ids = mem.remember_many(["Ada keeps bees", ("Ada lives in Porto", "location"), "Ada keeps bees"], user="ada")
+    assert len(ids) == 3 and ids[0] == ids[2] != ids[1]
+    assert [h.id for h in mem.recall("Porto", user="ada", top_k=1)] == [ids[1]]
+    with pytest.raises(InvalidInput):
+        mem.remember_many(["ok", ""], user="ada")
+
+
 def test_categories_are_sanitised(mem) -> None:
     mem.remember("a", category="Food & Drink!", user="u")
     mem.remember("b", category="Work_Life-2", user="u")
@@ -358,7 +366,11 @@ def test_decay_and_prune_run_on_the_sweep(mem, clock) -> None:
 def test_max_memories_prunes_the_weakest(tmp_path, clock) -> None:
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), clock=clock, config=MemoryConfig(max_memories=3)) as m:
         ids = [m.remember(f"distinct fact {w}", user="u") for w in ("alpha", "bravo", "charlie")]
-        m.runtime.curator("default", "u").facts[ids[1]].confidence = 0.4
+        clock.now = T0 + dt.timedelta(days=8)
+        m.sweep()  # all three decay to 0.95 ...
+        clock.now = T0 + dt.timedelta(days=9)
+        for i in (0, 2):  # ... and two are restated: "bravo" is the weakest
+            assert m.remember(f"distinct fact {('alpha', 'bravo', 'charlie')[i]}", user="u") == ids[i]
         m.remember("distinct fact delta", user="u")
         assert {h.id for h in m.list_memories(user="u")} == {ids[0], ids[2]} | {
             h.id for h in m.list_memories(user="u") if h.text == "distinct fact delta"

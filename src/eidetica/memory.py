@@ -251,11 +251,25 @@ class Memory:
         """Store a fact about a user; returns its id (an existing id when it reinforced one).
 
         ``request_id`` (caller-chosen) makes a retry return the first call's id, writing nothing.
+
+        A user keeps at most ``MemoryConfig.max_memories`` (default 1,000) active facts: beyond
+        that every new fact prunes the weakest one (lowest confidence, then least recently
+        reinforced) in the same commit; ``stats()["facts"]`` counts pruned facts.
         """
         check_id("user", user)
         if request_id is not None:
             check_id("request_id", request_id)
         return self.runtime.curator(self.tenant, user).remember(content, category, request_id=request_id or uuid.uuid4().hex)
+
+    def remember_many(self, items: Sequence[Any], *, user: str) -> list[str]:
+        """Store many facts about a user with one embedding batch and one log commit; returns their ids.
+
+        ``items``: strings, ``(content, category)`` pairs or ``{"content", "category"}`` dicts,
+        curated in order as ``remember`` would (a repeat reinforces; beyond ``max_memories``
+        the weakest facts are pruned in the same commit).
+        """
+        check_id("user", user)
+        return self.runtime.curator(self.tenant, user).remember_many(items, request_id=uuid.uuid4().hex)
 
     def recall(
         self,
@@ -495,6 +509,9 @@ class Memory:
             "extraction_failures": self.extraction_failures,
             "embedder": self.embedder.model_id,
             "snapshot": self._snapshot_stats(),
+            # beyond max_memories a user's weakest facts are pruned on every remember: say so
+            "facts": {**self.state.fact_counts(self.tenant, self.config.max_memories),
+                      "max_memories": self.config.max_memories},
         }
 
     def _snapshot_stats(self) -> dict[str, Any]:

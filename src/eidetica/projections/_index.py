@@ -446,12 +446,15 @@ class ChunkIndex(BulkRebuild, Projection):
         terms = query_terms(text, stopwords=opts.stopwords) if (text is not None and mode != "vector") else []
         vec_hits: list[tuple[str, float]] = []
         txt_hits: list[tuple[float, Row]] = []
-        if mode == "hybrid" and terms:
-            fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow)
+        # one user's facts are scanned in memory in well under a thread hand-off: no overlap needed
+        if mode == "hybrid" and terms and not self._lance.answers_in_memory(f):
+            fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow, filters=f)
             txt_hits = self._text.search(f, terms, fetch)
             vec_hits = fut.result()
         elif mode in ("hybrid", "vector"):
-            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow)
+            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
+            if mode == "hybrid" and terms:
+                txt_hits = self._text.search(f, terms, fetch)
         else:
             txt_hits = self._text.search(f, terms, fetch)
         vec_hits = sorted(vec_hits, key=lambda h: (h[1], h[0]))[:n]

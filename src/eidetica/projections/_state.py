@@ -792,6 +792,21 @@ class StateProjection(Projection):
         out.sort(key=lambda f: (f.created, f.fact_id), reverse=True)
         return out
 
+    def fact_counts(self, tenant: str, cap: int | None = None) -> dict[str, int]:
+        """Facts of a tenant by status, and how many users hold ``cap`` or more active facts."""
+        out = {"active": 0, "superseded": 0, "deleted": 0, "pruned": 0, "users": 0, "users_at_cap": 0}
+        with self._lock:
+            for (t, _), facts in self._facts.items():
+                if t != tenant:
+                    continue
+                out["users"] += 1
+                active = 0
+                for f in facts.values():
+                    out[f.status] = out.get(f.status, 0) + 1
+                    active += f.status == "active"
+                out["users_at_cap"] += cap is not None and active >= cap
+        return out
+
     def fact(self, tenant: str, fact_id: str) -> FactInfo | None:
         """One fact (any status) or None."""
         with self._lock:
