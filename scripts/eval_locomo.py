@@ -63,6 +63,7 @@ class Turn:
     speaker: str
     text: str
     time: dt.datetime
+    plain: str = ""  # the text without the speaker label, as a README-following user appends it
 
 
 @dataclass(frozen=True)
@@ -122,13 +123,18 @@ def parse_session_date(text: str) -> dt.datetime:
     raise ValueError(f"unrecognised LoCoMo session date: {text!r}")
 
 
-def turn_text(turn: Mapping[str, Any]) -> str:
-    """The text a turn is indexed as: ``"<speaker>: <text>"`` plus ``" [image: <caption>]"``."""
-    text = f"{turn.get('speaker', '').strip()}: {str(turn.get('text', '')).strip()}"
+def plain_text(turn: Mapping[str, Any]) -> str:
+    """What the speaker said: the turn's text plus ``" [image: <caption>]"`` for a shared photo."""
+    text = str(turn.get("text", "")).strip()
     caption = str(turn.get("blip_caption") or "").strip()
     if caption:
         text += f" [image: {caption}]"
     return text
+
+
+def turn_text(turn: Mapping[str, Any]) -> str:
+    """The turn written with its speaker label: ``"<speaker>: <text>"`` plus ``" [image: <caption>]"``."""
+    return f"{turn.get('speaker', '').strip()}: {plain_text(turn)}"
 
 
 def normalize_evidence(raw: Iterable[Any], valid: set[str]) -> tuple[tuple[str, ...], int]:
@@ -159,7 +165,8 @@ def load_conversation(path: str | os.PathLike[str]) -> Conversation:
     for n in numbers:
         start = parse_session_date(raw[f"session_{n}_date_time"])
         turns = tuple(
-            Turn(dia_id=str(t["dia_id"]), speaker=str(t.get("speaker", "")), text=turn_text(t), time=start + i * TURN_STEP)
+            Turn(dia_id=str(t["dia_id"]), speaker=str(t.get("speaker", "")), text=turn_text(t), time=start + i * TURN_STEP,
+                 plain=plain_text(t))
             for i, t in enumerate(raw[f"session_{n}"])
         )
         sessions.append(LocomoSession(number=n, time=start, turns=turns))
@@ -307,6 +314,66 @@ def make_embedder(name: str) -> Any:
     raise ValueError(f"unknown embedder {name!r}")
 
 
+DEFAULT_EMBED_CACHE = Path.home() / ".cache" / "eidetica-eval"
+
+
+def cached_embedder(inner: Any, cache_dir: Path) -> Any:
+    """``inner`` behind a disk cache of its vectors by text hash (``<cache_dir>/<model>.npz``).
+
+    The LoCoMo turns are the same from run to run: a grid or a ranking change re-runs the
+    evaluation without re-embedding 2,760 turns on a shared machine. The cache is used while
+    ``use_disk`` is True (ingest, grid scoring); timed queries turn it off so their latency
+    includes the query's embedding. ``save()`` writes new vectors (atomic rename).
+    """
+    import hashlib
+
+    import numpy as np
+
+    from eidetica.providers._base import CachedEmbedder
+
+    class DiskCached(CachedEmbedder):
+        def __init__(self) -> None:
+            super().__init__(cache_size=0)
+            self.inner = inner
+            self.model_id, self.dim = inner.model_id, inner.dim
+            self.max_tokens = getattr(inner, "max_tokens", 256)
+            self.path = Path(cache_dir) / (re.sub(r"[^\w.-]+", "_", inner.model_id) + ".npz")
+            self.use_disk = True
+            self.vectors: dict[bytes, np.ndarray] = {}
+            self.dirty = False
+            if self.path.exists():
+                with np.load(self.path) as z:
+                    self.vectors = dict(zip((bytes(k) for k in z["keys"]), z["vectors"]))
+
+        def _embed_uncached(self, texts: list[str]) -> np.ndarray:
+            if not self.use_disk:
+                return self.inner.embed(texts)
+            keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
+            todo = [i for i, k in enumerate(keys) if k not in self.vectors]
+            if todo:
+                fresh = self.inner.embed([texts[i] for i in todo])
+                for i, v in zip(todo, fresh):
+                    self.vectors[keys[i]] = v
+                self.dirty = True
+            return np.stack([self.vectors[k] for k in keys]).astype(np.float32)
+
+        def cache_clear(self) -> None:
+            super().cache_clear()
+            getattr(self.inner, "cache_clear", lambda: None)()
+
+        def save(self) -> None:
+            if not self.dirty:
+                return
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(".tmp.npz")
+            keys = list(self.vectors)
+            np.savez(tmp, keys=np.array(keys, dtype="S16"), vectors=np.stack([self.vectors[k] for k in keys]))
+            os.replace(tmp, self.path)
+            self.dirty = False
+
+    return DiskCached()
+
+
 def make_llm(base_url: str | None, model: str, api_key_env: str) -> Any:
     """``OpenAILLM`` when a base URL is given, else ``OfflineLLM`` (heuristic extractor, extractive summaries)."""
     from eidetica.providers import OfflineLLM, OpenAILLM
@@ -326,14 +393,26 @@ def open_memory(store: Path, tenant: str, embedder: Any, llm: Any, config: Any =
     return opener(store, tenant=tenant, embedder=embedder, llm=llm, config=config)
 
 
-def ingest(m: Any, conv: Conversation, *, summarize: bool, advance: Callable[[int], None] = lambda n: None) -> None:
+SPEAKER_STYLES = ("name", "label")
+
+
+def turn_message(t: Turn, style: str = "name") -> dict[str, Any]:
+    """A turn as a message: ``name`` = the README's way (what was said, the speaker in
+    ``metadata["name"]``); ``label`` = ``"Speaker: text"`` and no name in the metadata."""
+    if style == "name":
+        return {"role": "user", "content": t.plain or t.text, "time": t.time,
+                "metadata": {"dia_id": t.dia_id, "name": t.speaker}}
+    if style == "label":
+        return {"role": "user", "content": t.text, "time": t.time, "metadata": {"dia_id": t.dia_id}}
+    raise ValueError(f"unknown speaker style {style!r}")
+
+
+def ingest(m: Any, conv: Conversation, *, summarize: bool, advance: Callable[[int], None] = lambda n: None,
+           style: str = "name") -> None:
     """Append every session in order (one ``extend`` each); optionally roll each into its summary."""
     for s in conv.sessions:
         h = m.session(f"session-{s.number}", user=USER)
-        h.extend([
-            {"role": "user", "content": t.text, "time": t.time, "metadata": {"dia_id": t.dia_id, "name": t.speaker}}
-            for t in s.turns
-        ])
+        h.extend([turn_message(t, style) for t in s.turns])
         if summarize:
             h.summarize(force=True)
         advance(len(s.turns))
@@ -413,10 +492,18 @@ def run_eval(
     params: Mapping[str, SearchParams] | None = None,
     holdout: bool = False,
     config: Any = None,
+    style: str = "name",
+    embed_cache: Path | None = None,
 ) -> dict[str, Any]:
-    """Ingest each conversation as its own tenant, evaluate every mode, return the results dict."""
+    """Ingest each conversation as its own tenant, evaluate every mode, return the results dict.
+
+    ``style``: how turns are written (``turn_message``); ``embed_cache``: a directory for the
+    disk cache of turn vectors (``cached_embedder``), None for none.
+    """
     ks = tuple(sorted(set(ks)))
     emb = make_embedder(embedder)
+    if embed_cache is not None:
+        emb = cached_embedder(emb, embed_cache)
     llm = llm or make_llm(None, "", "")
     owned = store is None
     root = Path(tempfile.mkdtemp(prefix="eidetica-locomo-")) if owned else Path(store)  # type: ignore[arg-type]
@@ -431,10 +518,13 @@ def run_eval(
             m = open_memory(root, f"locomo-{conv.conv_id}", emb, llm, config)
             try:
                 t0 = time.perf_counter()
-                ingest(m, conv, summarize="derived" in modes, advance=bar.advance)
+                _use_disk(emb, True)
+                ingest(m, conv, summarize="derived" in modes, advance=bar.advance, style=style)
+                _use_disk(emb, False)  # timed queries pay for their own embedding
                 ingest_s += time.perf_counter() - t0
                 skipped += evaluate_conversation(m, conv, modes, ks, results, params)
                 if holdout:
+                    _use_disk(emb, True)
                     grid_scores[conv.conv_id] = grid_recall(m, conv, HOLDOUT_MODE, GRID, 10, max(ks))
                 stats = m.stats()
                 facts = len(m.list_memories(user=USER, limit=10_000))
@@ -444,6 +534,7 @@ def run_eval(
                 m.close()
     finally:
         bar.close()
+        getattr(emb, "save", lambda: None)()
         if owned:
             shutil.rmtree(root, ignore_errors=True)
     n_questions = len(next(iter(results.values())).scores.rows) if results else 0
@@ -471,6 +562,11 @@ def run_eval(
     if holdout:
         out["holdout"] = leave_one_out(grid_scores, GRID)
     return out
+
+
+def _use_disk(emb: Any, on: bool) -> None:
+    if hasattr(emb, "use_disk"):
+        emb.use_disk = on
 
 
 HOLDOUT_MODE = "derived"
@@ -635,6 +731,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--embed-context", type=int, default=None,
                     help="MemoryConfig.embed_context: previous turns that lead a turn's embedding input "
                          "(default: the product's default)")
+    ap.add_argument("--speaker-style", default="name", choices=SPEAKER_STYLES,
+                    help="name: what was said, speaker in metadata['name'] (the README's way, default); "
+                         "label: 'Speaker: text' and no name in the metadata")
+    ap.add_argument("--embed-cache", default=str(DEFAULT_EMBED_CACHE),
+                    help="directory of the turn-vector disk cache (default: %(default)s); 'none' turns it off")
     args = ap.parse_args(argv)
     if any(k < 1 for k in args.k):
         ap.error("--k values must be >= 1")
@@ -653,7 +754,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = (lambda s: print(s, file=sys.stderr)) if args.json else (lambda s: print(s, flush=True))
     results = run_eval(convs, modes=modes, ks=args.k, store=Path(args.store) if args.store else None,
                        embedder=args.embedder, llm=llm, progress=not args.json, log=log, holdout=args.holdout,
-                       config=config)
+                       config=config, style=args.speaker_style,
+                       embed_cache=None if args.embed_cache == "none" else Path(args.embed_cache))
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     if not args.json:

@@ -41,7 +41,7 @@ from .events.envelope import events_from_batch
 from .events.streams import meta_stream, parse_stream, schedules_stream, session_stream
 from .events.types import EVENT_TYPES, Event, decode
 from .projections import ChunkIndex, Projection, Projector, SearchHit, StateProjection
-from .projections._ranking import VECTOR_WEIGHT, SearchOptions
+from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SELF, SearchOptions, speaker_label, time_windows
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle"]
@@ -423,7 +423,12 @@ class Memory:
 
     # -- search ----------------------------------------------------------------------
     def participant_names(self, user: str) -> frozenset[str]:
-        """Names of the participants of a user's conversations (``metadata["name"]`` of their messages)."""
+        """Names of the participants of a user's conversations.
+
+        A message's ``metadata["name"]``, or, when it has none, the ``"Name: "`` label its
+        content starts with (a label counts once it starts at least two messages, so a lone
+        "Note: ..." is not taken for a person).
+        """
         check_id("user", user)
         self._sync()
         sessions = self.state.sessions(self.tenant, user)
@@ -432,12 +437,15 @@ class Memory:
         if cached is not None and cached[0] == sig:
             return cached[1]
         names: set[str] = set()
+        labels: dict[str, int] = {}
         for s in sessions:
             for msg in self.state.messages(self.tenant, s.session_id):
                 name = (msg.metadata or {}).get("name")
                 if isinstance(name, str) and name.strip():
                     names.add(name.strip())
-        out = frozenset(names)
+                elif (label := speaker_label(msg.content)) is not None:
+                    labels[label] = labels.get(label, 0) + 1
+        out = frozenset(names | {n for n, c in labels.items() if c >= 2})
         self._names[user] = (sig, out)
         return out
 
@@ -463,13 +471,22 @@ class Memory:
         # At most one lookup per search: even a cache hit walks the user's sessions to check it.
         people: frozenset[str] | None = None
         q = query
+        # The user's own name ("Where does Ada live?" in Ada's memory): what she said is in the
+        # first person, so the name only matches every fact that names her. It leaves the query
+        # and counts as a speaker (her own unnamed messages, see ``speaker_of``).
+        own = user is not None and bool(re.search(_name_pattern(user), query, re.IGNORECASE))
+        if own:
+            q = strip_names(q, [user], re.IGNORECASE)
         if names and user is not None:
             people = self.participant_names(user)
-            q = strip_names(query, people)
+            q = strip_names(q, people)
+        if options.get("time_weight"):
+            # "in July 2023", "on May 3, 2023": matched against message times, not as words
+            options["windows"], q = time_windows(q)
         if options.get("speaker_weight") and user is not None:
             if people is None:
                 people = self.participant_names(user)
-            options["speakers"] = names_in(query, people)
+            options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
         opts = SearchOptions.check(**options)  # validated before any work: bad input changes nothing
         vector = self.embedder.embed([q])[0] if mode != "text" else None
         self._sync()
@@ -498,29 +515,40 @@ class Memory:
         user: str,
         top_k: int = 10,
         exclude_session: str | None = None,
-        min_score: float = 0.60,
+        min_score: float = MIN_SCORE,
         kinds: Sequence[str] = ("message", "summary"),
         mode: str = "hybrid",
         names: bool = True,
-        candidates: int = 50,
-        vector_weight: float = VECTOR_WEIGHT,
-        neighbors: float | tuple[float, float] = 0.0,
-        session_weight: float = 0.0,
+        candidates: int = SEARCH_DEFAULTS.candidates,
+        vector_weight: float = SEARCH_DEFAULTS.vector_weight,
+        neighbors: float | tuple[float, float] = SEARCH_DEFAULTS.neighbors,
+        session_weight: float = SEARCH_DEFAULTS.session_weight,
         mmr: float | None = None,
         recency_half_life: dt.timedelta | None = None,
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
-        speaker_weight: float = 0.0,
+        speaker_weight: float = SEARCH_DEFAULTS.speaker_weight,
+        time_weight: float = SEARCH_DEFAULTS.time_weight,
+        fusion: str = SEARCH_DEFAULTS.fusion,
     ) -> list[Hit]:
         """Search a user's conversations across sessions (optionally excluding the current one).
 
-        ``names``: drop participants' names (see ``participant_names``) from the query: they
-        say who spoke, not what about. ``candidates``: rows asked of each engine.
-        ``vector_weight``: share of the vector side in hybrid scores. ``neighbors`` /
-        ``session_weight``: add that share of the adjacent messages' / the session's best
+        With no options this is the best configuration measured (BENCHMARKS.md): hybrid
+        vector + BM25 (min-max, 0.5 each), a message gains 0.2 of each adjacent message's
+        score and 0.3 of its session's best, messages of a person the query names gain 0.15,
+        and messages from a period the query names ("in July 2023", "on May 3, 2023") rank
+        first. Scores are calibrated (comparable across queries): ``min_score`` (0.40) drops
+        what is probably not relevant, so a never-discussed topic returns nothing.
+
+        ``names``: drop participants' names (see ``participant_names``) and the user's own
+        name from the query: they say who spoke, not what about. ``candidates``: rows asked of
+        each engine. ``vector_weight``: share of the vector side in hybrid scores. ``neighbors``
+        / ``session_weight``: add that share of the adjacent messages' / the session's best
         score to a message. ``speaker_weight``: added to messages whose speaker the query names
-        (a participant's name; "what does Ana paint?" is answered by Ana). Re-ranking: ``mmr``
-        (lambda, 1 = relevance only), ``recency_half_life`` (scores halve per half-life of age at ``now``),
+        ("what does Ana paint?" is answered by Ana). ``time_weight``: added to messages from a
+        period the query names (the dates leave the query text). ``fusion``: ``minmax``
+        (default), ``absolute`` or ``rrf``. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
+        ``recency_half_life`` (scores halve per half-life of age at ``now``),
         ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
         """
         check_id("user", user)
@@ -528,7 +556,7 @@ class Memory:
             query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, min_score=min_score, mode=mode,
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
-            confidence_weight=confidence_weight, speaker_weight=speaker_weight,
+            confidence_weight=confidence_weight, speaker_weight=speaker_weight, time_weight=time_weight, fusion=fusion,
         )
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
@@ -946,10 +974,10 @@ def names_in(query: str, names: Sequence[str] | frozenset[str]) -> frozenset[str
     return frozenset(n for n in names if re.search(_name_pattern(n), query))
 
 
-def strip_names(query: str, names: Sequence[str] | frozenset[str]) -> str:
+def strip_names(query: str, names: Sequence[str] | frozenset[str], flags: int = 0) -> str:
     """The query without the given names (and their possessives); the query itself when nothing would be left."""
     out = query
     for name in sorted(names, key=len, reverse=True):  # "Mary Ann" before "Mary"
-        out = re.sub(_name_pattern(name), " ", out)
+        out = re.sub(_name_pattern(name), " ", out, flags=flags)
     out = " ".join(out.split())
     return out if re.search(r"\w", out) else query

@@ -54,9 +54,9 @@ from ..events import RecordedEvent
 from ..events import types as ev
 from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
-from ._ranking import VECTOR_WEIGHT, SearchOptions
+from ._ranking import SearchOptions
 from ._ranking import confidence as _confidence
-from ._ranking import linear, minmax, order, recency, smooth, speaker_bonus
+from ._ranking import calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share
 from ._ranking import mmr as _mmr_pick
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
 from ._tantivy import TantivyChunks, query_terms
@@ -772,10 +772,17 @@ class ChunkIndex(Projection):
                 vecs.update(got)
         if mode == "hybrid":
             keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]
-            nv = dict(zip(vsim, minmax(np.fromiter(vsim.values(), np.float64, len(vsim)))))
-            nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
-            sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
-                        opts.vector_weight)
+            v = np.array([vsim.get(k, 0.0) for k in keys])
+            t = text_share(np.array([bm25.get(k, 0.0) for k in keys]), sum(self._text.idf(f.tenant, terms)))
+            # absolute relevance, on one scale for every query: what ``calibrate`` scales to
+            relevance = linear(np.clip(v, 0.0, 1.0), t, 0.5)
+            if opts.fusion == "minmax":
+                nv = dict(zip(vsim, minmax(np.fromiter(vsim.values(), np.float64, len(vsim)))))
+                nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
+                sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
+                            opts.vector_weight)
+            else:
+                sc = linear(np.clip(v, 0.0, 1.0), t, opts.vector_weight) if opts.fusion == "absolute" else rrf(v, t)
         elif mode == "vector":
             keys = [k for k in vsim if k in rows]
             sc = np.array([vsim[k] for k in keys], dtype=np.float64)
@@ -790,13 +797,19 @@ class ChunkIndex(Projection):
                         opts.session_weight)
         if opts.speaker_weight and opts.speakers:
             names = opts.speakers
-            sc = speaker_bonus(sc, np.array([r.kind == "message" and r.meta_dict().get("name") in names for r in cand]),
+            sc = speaker_bonus(sc, np.array([r.kind == "message" and speaker_of(r.meta_dict(), r.text) in names
+                                             for r in cand]),
                                opts.speaker_weight)
+        if opts.time_weight and opts.windows:
+            sc = speaker_bonus(sc, in_windows(ts.tolist(), opts.windows) & np.array([r.kind == "message" for r in cand],
+                                                                                   dtype=bool), opts.time_weight)
         if opts.confidence_weight:
             sc = _confidence(sc, np.array([float(r.confidence) for r in cand]), opts.confidence_weight)
         if opts.recency_half_life is not None:
             now_us = to_us(opts.now) if opts.now is not None else to_us(dt.datetime.now(dt.timezone.utc))
             sc = recency(sc, ts, now_us, opts.recency_half_life.total_seconds() * 1e6)
+        if mode == "hybrid" and opts.calibrate:
+            sc = calibrate(sc, relevance)
         score = dict(zip(keys, sc.tolist()))
         ranked = [keys[i] for i in order(sc, ts.tolist(), keys)]
         if min_score is not None:
