@@ -10,19 +10,24 @@ recall@k, any@k and all@k per category and overall (definitions in the data READ
 Modes (all through ``Memory.search``; the evaluation chooses options, the product does all
 query handling and fusion):
 
-- ``bm25``, ``vector``, ``hybrid``: message chunks only, eidetica's text / vector / hybrid
-  search with its defaults (participants' names and question words out of the query, the
-  candidate union scored on both sides, 0.7 vector + 0.3 text).
-- ``context``: ``hybrid`` plus the conversation-context options: a message gains a share of its
-  neighbours' scores and of its session's best (``neighbors``, ``session_weight``), and a turn
-  spoken by a participant the question names gains ``speaker_weight``; weights in ``CONTEXT``.
-- ``derived``: ``context`` over derived keys too: session summaries and facts are searched next to
-  the turns; a fact hit stands for its source turn, a summary hit lifts its session's turns
-  (through ``session_weight``).
+- ``bm25``, ``vector``: message chunks only, ``mode="text"`` / ``mode="vector"`` (participants'
+  names and question words out of the query).
+- ``seed``: message chunks only, the seed's plain hybrid: ``vector_weight=0.7``, ``neighbors=0``,
+  ``session_weight=0``, ``speaker_weight=0``, ``time_weight=0`` (``SEED``): the baseline.
+- ``hybrid``: ``Memory.search`` with no options at all (only ``top_k`` and ``min_score=0``): the
+  product's defaults, the headline row.
+- ``derived``: the defaults over derived keys too (``kinds`` message, summary, fact): a fact hit
+  stands for its source turn, a summary lifts its session's turns (through ``session_weight``).
 
-``--holdout`` adds a leave-one-conversation-out check of the tuned weights (``GRID``).
+Turns are written the README's way (what was said, the speaker in ``metadata["name"]``), or
+with ``--speaker-style label`` as ``"Speaker: text"`` without the name in the metadata.
+Turn vectors are cached on disk by text hash (``--embed-cache``) so re-runs skip re-embedding.
 
-Progress and tables go to stdout; the last line is one JSON object for the best mode.
+``--holdout`` adds a leave-one-conversation-out check of the defaults (``GRID``: for each
+conversation the grid point best on the other four is scored on it).
+
+Progress and tables go to stdout; the last line is one JSON object led by the defaults row
+(``recall_at_10`` etc. of ``hybrid``).
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "locomo-dev"
 DEFAULT_KS = (5, 10, 25)
-ALL_MODES = ("bm25", "vector", "hybrid", "context", "derived")
+ALL_MODES = ("bm25", "vector", "seed", "hybrid", "derived")
+HEADLINE = "hybrid"  # the row the JSON line and BENCHMARKS.md lead with: ``Memory.search`` defaults
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 TURN_STEP = dt.timedelta(seconds=30)  # per-turn offset inside a session: keeps turn order in time
 
@@ -273,29 +279,26 @@ def percentile(values: Sequence[float], q: float) -> float:
 # -- search options --------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SearchParams:
-    """The ``Memory.search`` options a mode passes (the product does all query handling and fusion)."""
+    """``Memory.search`` options a grid point passes (defaults: the product's own defaults)."""
 
-    vector_weight: float = 0.7  # share of the vector side in the hybrid score (the product default)
-    neighbors: float = 0.0  # share of the previous / next message's score a message gains
-    session_weight: float = 0.0  # share of the best score of the same session
-    speaker_weight: float = 0.0  # added to turns spoken by a participant the question names
+    vector_weight: float = 0.5  # share of the vector side in the hybrid score
+    neighbors: float = 0.2  # share of the previous / next message's score a message gains
+    session_weight: float = 0.3  # share of the best score of the same session
+    speaker_weight: float = 0.15  # added to turns spoken by a participant the question names
+    time_weight: float = 1.0  # added to turns from a period the question names
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for ``Memory.search``."""
         return asdict(self)
 
 
-# Chosen on the LoCoMo dev split only (overall recall@10 over a coarse grid, never per question
-# or per category); ``--holdout`` re-chooses them on four conversations and scores the fifth.
-CONTEXT = SearchParams(vector_weight=0.5, neighbors=0.2, session_weight=0.3, speaker_weight=0.15)
-DERIVED = SearchParams(vector_weight=0.5, neighbors=0.2, session_weight=0.4, speaker_weight=0.15)
-# the grid --holdout searches (DERIVED is in it)
+# The seed's plain hybrid (0.7 vector + 0.3 BM25, min-max, no context): the baseline row.
+SEED = SearchParams(vector_weight=0.7, neighbors=0.0, session_weight=0.0, speaker_weight=0.0, time_weight=0.0)
+# ``--holdout``: a small grid around the defaults (every free weight is a way to fit five
+# conversations); for each conversation the point best on the other four is scored on it.
 GRID = tuple(
-    SearchParams(vector_weight=w, neighbors=n, session_weight=s, speaker_weight=sp)
-    for sp in (0.1, 0.2) for w in (0.5, 0.6) for n in (0.1, 0.2) for s in (0.3, 0.4)
-) + tuple(
-    SearchParams(vector_weight=w, neighbors=n, session_weight=s, speaker_weight=sp)
-    for sp in (0.15, 0.3) for w in (0.5, 0.6) for n in (0.1, 0.2) for s in (0.3, 0.4)
+    SearchParams(vector_weight=w, session_weight=s, time_weight=t)
+    for w in (0.5, 0.6) for s in (0.3, 0.4) for t in (0.5, 1.0)
 )
 
 
@@ -421,20 +424,27 @@ def ingest(m: Any, conv: Conversation, *, summarize: bool, advance: Callable[[in
 
 
 def retrieve(m: Any, conv: Conversation, question: str, mode: str, k: int, params: SearchParams | None = None) -> list[str]:
-    """Ranked turn ids for a question in one mode (``Memory.search`` only; no fusion here)."""
+    """Ranked turn ids for a question in one mode (``Memory.search`` only; no fusion here).
+
+    ``hybrid`` is ``Memory.search`` with no option but ``top_k`` and ``min_score=0`` (every
+    hit, for recall@k); a ``params`` grid point passes its options on top. Summary hits stand
+    for a whole session (10-30 turns), not a turn: they are skipped when hits become turns; a
+    fact hit stands for its source turn.
+    """
     ask = k + 10  # a long turn may come back as several chunks
-    if mode in ("bm25", "vector", "hybrid"):
-        engine = {"bm25": "text", "vector": "vector", "hybrid": "hybrid"}[mode]
-        hits = m.search(question, user=USER, top_k=ask, min_score=-1.0, kinds=["message"], mode=engine)
+    if mode in ("bm25", "vector"):
+        hits = m.search(question, user=USER, top_k=ask, min_score=-1.0, kinds=["message"],
+                        mode={"bm25": "text", "vector": "vector"}[mode])
         return hits_to_turns(hits)[:k]
-    if mode not in ("context", "derived"):
+    opts = params.options() if params is not None else {}
+    if mode == "seed":
+        hits = m.search(question, user=USER, top_k=ask, min_score=0.0, kinds=["message"], **(opts or SEED.options()))
+    elif mode == "hybrid":
+        hits = m.search(question, user=USER, top_k=ask, min_score=0.0, **opts)
+    elif mode == "derived":
+        hits = m.search(question, user=USER, top_k=ask + 20, min_score=0.0, kinds=["message", "summary", "fact"], **opts)
+    else:
         raise ValueError(f"unknown mode {mode!r}")
-    p = params or (DERIVED if mode == "derived" else CONTEXT)
-    kinds = ["message", "summary", "fact"] if mode == "derived" else ["message"]
-    hits = m.search(question, user=USER, top_k=ask + (20 if mode == "derived" else 0), min_score=-1.0, kinds=kinds,
-                    mode="hybrid", **p.options())
-    # A summary stands for its whole session (10-30 turns): it acts through session_weight (its
-    # score counts as its session's evidence) and is not expanded; a fact expands to its source turn.
     return hits_to_turns([h for h in hits if _get(h, "kind") != "summary"])[:k]
 
 
@@ -510,6 +520,7 @@ def run_eval(
     results = {mode: ModeResult(Scores(ks)) for mode in modes}
     skipped = 0
     grid_scores: dict[str, list[list[float]]] = {}
+    per_conv: dict[str, dict[str, float]] = {}  # mode -> conversation -> recall@10
     ingest_s = 0.0
     total_turns = sum(c.n_turns for c in conversations)
     bar = _progress(progress, total_turns)
@@ -522,7 +533,13 @@ def run_eval(
                 ingest(m, conv, summarize="derived" in modes, advance=bar.advance, style=style)
                 _use_disk(emb, False)  # timed queries pay for their own embedding
                 ingest_s += time.perf_counter() - t0
+                before = {mode: len(r.scores.rows) for mode, r in results.items()}
                 skipped += evaluate_conversation(m, conv, modes, ks, results, params)
+                kc = 10 if 10 in ks else ks[0]
+                for mode, r in results.items():
+                    rows = r.scores.rows[before[mode]:]
+                    per_conv.setdefault(mode, {})[conv.conv_id] = (
+                        round(sum(x[kc][0] for _, x in rows) / len(rows), 4) if rows else 0.0)
                 if holdout:
                     _use_disk(emb, True)
                     grid_scores[conv.conv_id] = grid_recall(m, conv, HOLDOUT_MODE, GRID, 10, max(ks))
@@ -545,6 +562,7 @@ def run_eval(
         entry["query_ms_p50"] = round(percentile(r.latencies_ms, 50), 2)
         entry["query_ms_p95"] = round(percentile(r.latencies_ms, 95), 2)
         entry["recall_curve"] = [round(v / max(1, len(r.scores.rows)), 4) for v in r.curve]
+        entry["by_conversation"] = per_conv.get(mode, {})
         by_mode[mode] = entry
     out: dict[str, Any] = {
         "by_mode": by_mode,
@@ -569,7 +587,7 @@ def _use_disk(emb: Any, on: bool) -> None:
         emb.use_disk = on
 
 
-HOLDOUT_MODE = "derived"
+HOLDOUT_MODE = "hybrid"
 
 
 def grid_recall(
@@ -651,14 +669,17 @@ def best_mode(results: Mapping[str, Any]) -> str:
 
 
 def summary_line(results: Mapping[str, Any]) -> dict[str, Any]:
-    """The last-line JSON object: headline metrics of the best mode plus every mode's numbers."""
+    """The last-line JSON object: headline metrics of the defaults row (``hybrid``; the best mode
+    when it was not run) plus every mode's numbers."""
     best = best_mode(results)
-    b = results["by_mode"][best]
+    head = HEADLINE if HEADLINE in results["by_mode"] else best
+    b = results["by_mode"][head]
     out: dict[str, Any] = {}
     for key in ("recall_at_10", "recall_at_5", "recall_at_25", "any_at_10", "all_at_10"):
         if key in b:
             out[key] = b[key]
     out.update({
+        "mode": head,
         "best_mode": best,
         "by_mode": results["by_mode"],
         "questions": results["questions"],
@@ -726,8 +747,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--llm-model", default="gpt-4o-mini", help="model name for --llm-base-url")
     ap.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     ap.add_argument("--holdout", action="store_true",
-                    help="also leave-one-conversation-out: choose the derived mode's parameters from GRID on the "
-                         "other conversations, score the held-out one (adds about 10 s per grid point per conversation)")
+                    help="also leave-one-conversation-out: choose the hybrid mode's parameters from GRID on the "
+                         "other conversations, score the held-out one (adds about 6 s per grid point per conversation)")
     ap.add_argument("--embed-context", type=int, default=None,
                     help="MemoryConfig.embed_context: previous turns that lead a turn's embedding input "
                          "(default: the product's default)")
@@ -760,6 +781,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     if not args.json:
         print(format_tables(results), flush=True)
+        print("recall@10 per conversation: " + "; ".join(
+            f"{mode} " + " ".join(f"{c}: {v:.3f}" for c, v in r["by_conversation"].items())
+            for mode, r in results["by_mode"].items()), flush=True)
         if "holdout" in results:
             h = results["holdout"]
             print(f"leave-one-conversation-out ({h['mode']}): recall@10 {h['recall_at_10']:.3f} held out; "
