@@ -41,7 +41,7 @@ from .events.envelope import events_from_batch
 from .events.streams import meta_stream, parse_stream, schedules_stream, session_stream
 from .events.types import EVENT_TYPES, Event, decode
 from .projections import ChunkIndex, Projection, Projector, SearchHit, StateProjection
-from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SELF, SearchOptions, speaker_label, time_windows
+from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SELF, SearchOptions, speaker_label, time_windows
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle"]
@@ -369,10 +369,23 @@ class Memory:
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
     ) -> list[Hit]:
-        """The user's facts most relevant to ``query`` (re-ranking options as in ``search``)."""
+        """The user's facts most relevant to ``query`` (re-ranking options as in ``search``).
+
+        When no fact reaches ``FACT_MIN_SCORE`` (0.20: no fact answers), what the user said in
+        their own messages (role ``user``) that does is returned instead (hits of kind
+        ``message``): the offline extractor keeps only common kinds of statements, and a
+        question about anything else is still answered from the conversation. With neither,
+        the best facts are returned as before.
+        """
         check_id("user", user)
-        return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
-                            recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        facts = self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
+                             recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        if category is not None or any(h.score >= FACT_MIN_SCORE for h in facts):
+            return facts
+        said = self._search(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["message"], names=True,
+                            min_score=FACT_MIN_SCORE, mmr=mmr, recency_half_life=recency_half_life, now=now)
+        said = [h for h in said if h.metadata.get("role", "user") == "user"][:top_k]
+        return said or facts
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
         """The user's active facts, strongest first."""
@@ -564,8 +577,9 @@ class Memory:
         check_id("user", user)
         _check_k("max_facts", max_facts)
         _check_k("max_tokens", max_tokens)
-        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"])
-        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"])
+        # calibrated scores: a topic never stored gives the "no relevant memories" block
+        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"], min_score=FACT_MIN_SCORE)
+        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"], min_score=FACT_MIN_SCORE)
         lines = ["## Relevant Memory", ""]
         used = count_tokens("\n".join(lines))
         for title, hits in (("### Facts", facts), ("### Notes", notes)):

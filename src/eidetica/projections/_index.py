@@ -56,7 +56,7 @@ from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
 from ._ranking import SearchOptions
 from ._ranking import confidence as _confidence
-from ._ranking import calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share
+from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share
 from ._ranking import mmr as _mmr_pick
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
 from ._tantivy import TantivyChunks, query_terms
@@ -775,7 +775,7 @@ class ChunkIndex(Projection):
             v = np.array([vsim.get(k, 0.0) for k in keys])
             t = text_share(np.array([bm25.get(k, 0.0) for k in keys]), sum(self._text.idf(f.tenant, terms)))
             # absolute relevance, on one scale for every query: what ``calibrate`` scales to
-            relevance = linear(np.clip(v, 0.0, 1.0), t, 0.5)
+            relevance = absolute_relevance(v, t)
             if opts.fusion == "minmax":
                 nv = dict(zip(vsim, minmax(np.fromiter(vsim.values(), np.float64, len(vsim)))))
                 nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))

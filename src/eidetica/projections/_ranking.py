@@ -22,8 +22,8 @@ import numpy as np
 from ..errors import InvalidInput
 
 __all__ = [
-    "SearchOptions", "SEARCH_DEFAULTS", "MIN_SCORE", "SELF", "speaker_label", "speaker_of", "VECTOR_WEIGHT", "minmax", "linear", "smooth", "speaker_bonus", "confidence", "recency",
-    "order", "mmr", "calibrate", "text_share", "rrf", "time_windows", "in_windows",
+    "SearchOptions", "SEARCH_DEFAULTS", "MIN_SCORE", "FACT_MIN_SCORE", "SELF", "speaker_label", "speaker_of", "VECTOR_WEIGHT", "minmax", "linear", "smooth", "speaker_bonus", "confidence", "recency",
+    "order", "mmr", "calibrate", "absolute_relevance", "text_share", "rrf", "time_windows", "in_windows",
 ]
 
 VECTOR_WEIGHT = 0.7
@@ -216,6 +216,9 @@ def in_windows(ts_us: Sequence[int], windows: Sequence[tuple[int, int, int, int,
 SEARCH_DEFAULTS = SearchOptions(vector_weight=0.5, neighbors=(0.2, 0.2), session_weight=0.3, speaker_weight=0.15,
                                 time_weight=1.0)
 MIN_SCORE = 0.40  # calibrated scores: below it a hit is taken for "nothing relevant" (BENCHMARKS.md)
+# The same for a user's few facts and notes (``context``, ``recall``'s fallback): with few rows a
+# stray match is rarer, and a paraphrase's cosine alone (0.25-0.4 with MiniLM) has to pass.
+FACT_MIN_SCORE = 0.20
 
 
 def minmax(x: np.ndarray) -> np.ndarray:
@@ -248,6 +251,14 @@ def rrf(*scores: np.ndarray, k: int = RRF_K) -> np.ndarray:
         ranks[np.argsort(-s, kind="stable")] = np.arange(1, len(s) + 1)
         out += 1.0 / (k + ranks)
     return out
+
+
+def absolute_relevance(cosine: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """How relevant each candidate is on a scale shared by every query, in [0, 1]:
+    ``max(cosine, (cosine + share) / 2)`` with the cosine clipped at 0 and ``share`` from
+    ``text_share``. A word match can raise a paraphrase's cosine, never lower it."""
+    c = np.clip(np.asarray(cosine, dtype=np.float64), 0.0, 1.0)
+    return np.maximum(c, 0.5 * (c + np.asarray(share, dtype=np.float64)))
 
 
 def calibrate(score: np.ndarray, relevance: np.ndarray) -> np.ndarray:
