@@ -29,6 +29,22 @@ only one engine proposed gets its real cosine from its stored vector, or its exa
 fetches the messages adjacent to the best candidates when ``neighbors`` is on, and hands the
 arrays to ``_ranking``.
 
+Query text: ``stopwords`` (default on) drops English question and function words from the
+BM25 query (all terms are kept when nothing else is left). Then (``SearchOptions``; all off in
+a bare ``SearchOptions()``, on in ``_ranking.SEARCH_DEFAULTS``, what ``Memory.search`` uses):
+``neighbors`` (a weight, or a (previous, next) pair) adds that share of the adjacent
+messages' scores (same session, ``sequence`` +-1; the neighbours of the 5 best candidates of
+each engine join the candidates) and ``session_weight`` that share of the session's best score
+(a summary counts for its session); ``speaker_weight`` adds that much to a message whose
+speaker (``_ranking.speaker_of``: metadata ``"name"``, a ``"Name: "`` label, or the user
+themself) is one of ``speakers``; ``time_weight`` adds that much to a message whose time is in
+one of ``windows`` (dates the query named); ``confidence_weight`` c multiplies by
+``1 - c + c * confidence``; ``recency_half_life`` h multiplies by ``0.5 ** (age / h)`` (age at
+``now``); ``calibrate`` (default on) rescales hybrid scores to the best candidate's absolute
+relevance (``_ranking.calibrate``), so they compare across queries; ``min_score`` applies to
+the result; ``mmr`` (lambda) re-orders the best ``4 x top_k`` by maximal marginal relevance.
+Ties are broken by recency (newer ``time`` first), then key.
+
 BM25 is computed exactly from the live statistics of the query's tenant (see
 ``_tantivy``), so deleted documents and other tenants never influence a score, and a
 rebuilt index scores exactly like the incrementally built one. Filter values are escaped
