@@ -371,21 +371,23 @@ class Memory:
     ) -> list[Hit]:
         """The user's facts most relevant to ``query`` (re-ranking options as in ``search``).
 
-        When no fact reaches ``FACT_MIN_SCORE`` (0.20: no fact answers), what the user said in
-        their own messages (role ``user``) that does is returned instead (hits of kind
-        ``message``): the offline extractor keeps only common kinds of statements, and a
-        question about anything else is still answered from the conversation. With neither,
-        the best facts are returned as before.
+        Facts that answer (score at least ``FACT_MIN_SCORE``, 0.20) come first; then what the
+        user said in their own messages (role ``user``; hits of kind ``message``, a message
+        whose text is already a fact left out) and weaker facts, by calibrated score. The
+        offline extractor keeps only common kinds of statements: a question about anything
+        else is still answered from what the user said. With a ``category``, facts only.
         """
         check_id("user", user)
-        facts = self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
-                             recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
-        if category is not None or any(h.score >= FACT_MIN_SCORE for h in facts):
-            return facts
-        said = self._search(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["message"], names=True,
-                            min_score=FACT_MIN_SCORE, mmr=mmr, recency_half_life=recency_half_life, now=now)
-        said = [h for h in said if h.metadata.get("role", "user") == "user"][:top_k]
-        return said or facts
+        if category is not None:
+            return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
+                                recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        # One search over facts and messages: calibrated scores rank both on one scale.
+        hits = self._search(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"], names=True,
+                            mmr=mmr, recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        seen = {h.text for h in hits if h.kind == "fact"}
+        out = [h for h in hits if h.kind == "fact" or (h.metadata.get("role", "user") == "user" and h.text not in seen)]
+        # facts that answer (distilled, deduplicated) lead; then the rest by score
+        return sorted(out, key=lambda h: not (h.kind == "fact" and h.score >= FACT_MIN_SCORE))[:top_k]
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
         """The user's active facts, strongest first."""
