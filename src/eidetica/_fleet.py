@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import ray
 
-from .actors import FactCurator, MemoryConfig, NotesActor, Runtime, SessionActor, Summarizer
+from .actors import FactCurator, ItemsActor, MemoryConfig, NotesActor, Runtime, SessionActor, Summarizer
 from .errors import InvalidInput
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
@@ -100,6 +100,10 @@ class RemoteLog(EventLog):
     def read_stream(self, stream: str, from_version: int = 0) -> list[RecordedEvent]:
         """A stream's events."""
         return _get(self.handle.call.remote("read_stream", stream, from_version))
+
+    def read_offsets(self, offsets: Sequence[int], *, partition: int = 0) -> list[RecordedEvent]:
+        """The events at these offsets (message bodies the views read on demand)."""
+        return _get(self.handle.call.remote("read_offsets", list(offsets), partition=partition))
 
     def head(self, partition: int = 0) -> int:
         """Next offset of a partition."""
@@ -176,6 +180,8 @@ class ActorHost:
             self.actor = FactCurator(rlog, *args, remb, llm, config, clock)
         elif kind == "notes":
             self.actor = NotesActor(rlog, *args, remb, clock)
+        elif kind == "items":
+            self.actor = ItemsActor(rlog, *args, remb, clock)
         elif kind == "summarizer":
             self.actor = Summarizer(rlog, llm, remb, config)
         else:
@@ -359,6 +365,10 @@ class RayRuntime(Runtime):
     def notes(self, tenant: str, user_id: str) -> Any:
         """The notes actor of a user."""
         return self._actor("notes", NotesActor, (tenant, user_id), (tenant, user_id))
+
+    def items(self, tenant: str, user_id: str) -> Any:
+        """The items actor of a user."""
+        return self._actor("items", ItemsActor, (tenant, user_id), (tenant, user_id))
 
     def summarizer(self) -> Any:
         """A Summarizer actor."""

@@ -11,6 +11,7 @@ from ..events import EventLog
 from ..providers import LLM, Embedder
 from ._config import MemoryConfig
 from .curator import FactCurator
+from .items import ItemsActor
 from .notes import NotesActor
 from .session import SessionActor
 from .summarizer import Summarizer
@@ -32,6 +33,10 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def notes(self, tenant: str, user_id: str) -> NotesActor:
         """The notes actor of a user."""
+
+    def items(self, tenant: str, user_id: str) -> ItemsActor:
+        """The items actor of a user (the single writer of the user's framework store items)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def summarizer(self) -> Summarizer:
@@ -83,6 +88,10 @@ class LocalRuntime(Runtime):
     def notes(self, tenant: str, user_id: str) -> NotesActor:
         """The notes actor of a user."""
         return self._get(("notes", tenant, user_id), lambda: NotesActor(self.log, tenant, user_id, self.embedder, self.clock))
+
+    def items(self, tenant: str, user_id: str) -> ItemsActor:
+        """The items actor of a user."""
+        return self._get(("items", tenant, user_id), lambda: ItemsActor(self.log, tenant, user_id, self.embedder, self.clock))
 
     def summarizer(self) -> Summarizer:
         """The process's Summarizer."""

@@ -9,6 +9,9 @@ Row semantics
 * ``FactSuperseded`` / ``FactDeleted`` / ``FactPruned`` delete rows whose source_id is the
   fact; ``NoteDeleted`` those of the note; ``SessionForgotten`` the message and summary rows
   of the session; ``UserForgotten`` every row of the user (always within the tenant).
+* ``ItemPut`` deletes the older rows of its item (the ``ChunksEmbedded`` written with it,
+  kind ``item``, brings the new ones; an item put with ``index=False`` has none);
+  ``ItemDeleted`` deletes the item's rows; ``MessageRetracted`` those of the message.
 
 Idempotence and order independence
 ----------------------------------
@@ -85,7 +88,8 @@ MODES = ("hybrid", "vector", "text")
 _SESSION_KINDS = ("message", "summary")
 _HANDLED = frozenset({
     "ChunksEmbedded", "FactReinforced", "FactDecayed", "FactSuperseded", "FactDeleted", "FactPruned",
-    "NoteDeleted", "SessionForgotten", "UserForgotten",
+    "NoteDeleted", "SessionForgotten", "UserForgotten", "ItemPut", "ItemDeleted",
+    "MessageRetracted",
 })
 FORMAT = 1
 _SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
@@ -297,7 +301,7 @@ class ChunkIndex(Projection):
         # rows only) and skip their delete-by-key: that duplicated them in Tantivy. A superset
         # (the term dictionary keeps deleted, unmerged documents' keys): an extra delete is a
         # no-op. Cleared whenever Tantivy is rebuilt or emptied.
-        self._text_only: set[int] = self._text.key_hashes() - self._lance.keys
+        self._text_only_keys: set[int] | None = None  # computed on first use (see _text_only)
         self._marks = _Marks(os.path.join(self.path, "marks.jsonl"))
         self._ckpt_path = os.path.join(self.path, "checkpoint.json")
         self._ckpt = self._read_checkpoint()
@@ -311,6 +315,18 @@ class ChunkIndex(Projection):
             # from 0 anyway; start that replay from empty engines (no half-loaded table)
             log.warning("chunk index at %s: an interrupted rebuild is discarded", self.path)
             self.reset()
+
+    @property
+    def _text_only(self) -> set[int]:
+        """Keys Tantivy may hold that LanceDB does not (see __init__), on first use: both key
+        scans cost in proportion to the index, and a store opened to be read needs neither."""
+        if self._text_only_keys is None:
+            self._text_only_keys = self._text.key_hashes() - self._lance.keys
+        return self._text_only_keys
+
+    @_text_only.setter
+    def _text_only(self, value: set[int]) -> None:
+        self._text_only_keys = value
 
     # -- port --------------------------------------------------------------------------
     def _read_checkpoint(self) -> dict[int, int]:
@@ -396,6 +412,13 @@ class ChunkIndex(Projection):
             self._delete(b, Pred(tenant, "session_id", e.session_id, etime, _SESSION_KINDS))
         elif isinstance(e, ev.UserForgotten):
             self._delete(b, Pred(tenant, "user_id", e.user_id, etime))
+        elif isinstance(e, ev.ItemPut):
+            # a new value replaces the old rows; no mark: the new rows come at this same time
+            self._delete(b, Pred(tenant, "source_id", e.item_id, etime), mark=False)
+        elif isinstance(e, ev.ItemDeleted):
+            self._delete(b, Pred(tenant, "source_id", e.item_id, etime))
+        elif isinstance(e, ev.MessageRetracted):
+            self._delete(b, Pred(tenant, "source_id", e.message_id, etime))
 
     def _delete(self, b: _Batch, p: Pred, mark: bool = True) -> None:
         if not p.value:
