@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import threading
 import uuid
 from pathlib import Path
@@ -23,7 +24,7 @@ from .actors import (
 )
 from ._compaction import plan_compaction
 from ._items import Items
-from ._names import names_in, strip_names
+from ._names import name_pattern, names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
 from .actors._text import check_id, check_text
 from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
@@ -37,7 +38,7 @@ from .events import (
 )
 from .events.streams import meta_stream, parse_stream, schedules_stream
 from .projections import LocalViews, SearchHit
-from .projections._ranking import VECTOR_WEIGHT, SearchOptions
+from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SELF, SearchOptions, speaker_label, time_windows
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
@@ -283,10 +284,25 @@ class Memory:
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
     ) -> list[Hit]:
-        """The user's facts most relevant to ``query`` (re-ranking options as in ``search``)."""
+        """The user's facts most relevant to ``query`` (re-ranking options as in ``search``).
+
+        Facts that answer (score at least ``FACT_MIN_SCORE``, 0.20) come first; then what the
+        user said in their own messages (role ``user``; hits of kind ``message``, a message
+        whose text is already a fact left out) and weaker facts, by calibrated score. The
+        offline extractor keeps only common kinds of statements: a question about anything
+        else is still answered from what the user said. With a ``category``, facts only.
+        """
         check_id("user", user)
-        return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
-                            recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        if category is not None:
+            return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
+                                recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        # One search over facts and messages: calibrated scores rank both on one scale.
+        hits = self._search(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"], names=True,
+                            mmr=mmr, recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        seen = {h.text for h in hits if h.kind == "fact"}
+        out = [h for h in hits if h.kind == "fact" or (h.metadata.get("role", "user") == "user" and h.text not in seen)]
+        # facts that answer (distilled, deduplicated) lead; then the rest by score
+        return sorted(out, key=lambda h: not (h.kind == "fact" and h.score >= FACT_MIN_SCORE))[:top_k]
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
         """The user's active facts, strongest first."""
@@ -338,7 +354,12 @@ class Memory:
 
     # -- search ----------------------------------------------------------------------
     def participant_names(self, user: str) -> frozenset[str]:
-        """Names of the participants of a user's conversations (``metadata["name"]`` of their messages)."""
+        """Names of the participants of a user's conversations.
+
+        A message's ``metadata["name"]``, or, when it has none, the ``"Name: "`` label its
+        content starts with (a label counts once it starts at least two messages, so a lone
+        "Note: ..." is not taken for a person).
+        """
         check_id("user", user)
         self._sync()
         sessions = self.state.sessions(self.tenant, user)
@@ -347,9 +368,18 @@ class Memory:
         if cached is not None and cached[0] == sig:
             return cached[1]
         names: set[str] = set()
+        labels: dict[str, int] = {}
         for s in sessions:
-            names.update(self.state.names(self.tenant, s.session_id))
-        out = frozenset(names)
+            got = self.state.names(self.tenant, s.session_id)
+            if got:
+                names.update(got)
+                continue
+            # no metadata names in this session: look for "Name: " labels in the bodies (read
+            # from the log; cached with the sessions' message counts above)
+            for msg in self.state.messages(self.tenant, s.session_id):
+                if (label := speaker_label(msg.content)) is not None:
+                    labels[label] = labels.get(label, 0) + 1
+        out = frozenset(names | {n for n, c in labels.items() if c >= 2})
         self._names[user] = (sig, out)
         return out
 
@@ -375,13 +405,22 @@ class Memory:
         # At most one lookup per search: even a cache hit walks the user's sessions to check it.
         people: frozenset[str] | None = None
         q = query
+        # The user's own name ("Where does Ada live?" in Ada's memory): what she said is in the
+        # first person, so the name only matches every fact that names her. It leaves the query
+        # and counts as a speaker (her own unnamed messages, see ``speaker_of``).
+        own = user is not None and bool(re.search(name_pattern(user), query, re.IGNORECASE))
+        if own:
+            q = strip_names(q, [user], re.IGNORECASE)
         if names and user is not None:
             people = self.participant_names(user)
-            q = strip_names(query, people)
+            q = strip_names(q, people)
+        if options.get("time_weight"):
+            # "in July 2023", "on May 3, 2023": matched against message times, not as words
+            options["windows"], q = time_windows(q)
         if options.get("speaker_weight") and user is not None:
             if people is None:
                 people = self.participant_names(user)
-            options["speakers"] = names_in(query, people)
+            options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
         opts = SearchOptions.check(**options)  # validated before any work: bad input changes nothing
         vector = self.embedder.embed([q])[0] if mode != "text" else None
         self._sync()
@@ -408,29 +447,40 @@ class Memory:
         user: str,
         top_k: int = 10,
         exclude_session: str | None = None,
-        min_score: float = 0.60,
+        min_score: float = MIN_SCORE,
         kinds: Sequence[str] = ("message", "summary"),
         mode: str = "hybrid",
         names: bool = True,
-        candidates: int = 50,
-        vector_weight: float = VECTOR_WEIGHT,
-        neighbors: float | tuple[float, float] = 0.0,
-        session_weight: float = 0.0,
+        candidates: int = SEARCH_DEFAULTS.candidates,
+        vector_weight: float = SEARCH_DEFAULTS.vector_weight,
+        neighbors: float | tuple[float, float] = SEARCH_DEFAULTS.neighbors,
+        session_weight: float = SEARCH_DEFAULTS.session_weight,
         mmr: float | None = None,
         recency_half_life: dt.timedelta | None = None,
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
-        speaker_weight: float = 0.0,
+        speaker_weight: float = SEARCH_DEFAULTS.speaker_weight,
+        time_weight: float = SEARCH_DEFAULTS.time_weight,
+        fusion: str = SEARCH_DEFAULTS.fusion,
     ) -> list[Hit]:
         """Search a user's conversations across sessions (optionally excluding the current one).
 
-        ``names``: drop participants' names (see ``participant_names``) from the query: they
-        say who spoke, not what about. ``candidates``: rows asked of each engine.
-        ``vector_weight``: share of the vector side in hybrid scores. ``neighbors`` /
-        ``session_weight``: add that share of the adjacent messages' / the session's best
+        With no options this is the best configuration measured (BENCHMARKS.md): hybrid
+        vector + BM25 (min-max, 0.5 each), a message gains 0.2 of each adjacent message's
+        score and 0.3 of its session's best, messages of a person the query names gain 0.15,
+        and messages from a period the query names ("in July 2023", "on May 3, 2023") rank
+        first. Scores are calibrated (comparable across queries): ``min_score`` (0.40) drops
+        what is probably not relevant, so a never-discussed topic returns nothing.
+
+        ``names``: drop participants' names (see ``participant_names``) and the user's own
+        name from the query: they say who spoke, not what about. ``candidates``: rows asked of
+        each engine. ``vector_weight``: share of the vector side in hybrid scores. ``neighbors``
+        / ``session_weight``: add that share of the adjacent messages' / the session's best
         score to a message. ``speaker_weight``: added to messages whose speaker the query names
-        (a participant's name; "what does Ana paint?" is answered by Ana). Re-ranking: ``mmr``
-        (lambda, 1 = relevance only), ``recency_half_life`` (scores halve per half-life of age at ``now``),
+        ("what does Ana paint?" is answered by Ana). ``time_weight``: added to messages from a
+        period the query names (the dates leave the query text). ``fusion``: ``minmax``
+        (default), ``absolute`` or ``rrf``. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
+        ``recency_half_life`` (scores halve per half-life of age at ``now``),
         ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
         """
         check_id("user", user)
@@ -438,7 +488,7 @@ class Memory:
             query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, min_score=min_score, mode=mode,
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
-            confidence_weight=confidence_weight, speaker_weight=speaker_weight,
+            confidence_weight=confidence_weight, speaker_weight=speaker_weight, time_weight=time_weight, fusion=fusion,
         )
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
@@ -446,8 +496,9 @@ class Memory:
         check_id("user", user)
         _check_k("max_facts", max_facts)
         _check_k("max_tokens", max_tokens)
-        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"])
-        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"])
+        # calibrated scores: a topic never stored gives the "no relevant memories" block
+        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"], min_score=FACT_MIN_SCORE)
+        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"], min_score=FACT_MIN_SCORE)
         lines = ["## Relevant Memory", ""]
         used = count_tokens("\n".join(lines))
         for title, hits in (("### Facts", facts), ("### Notes", notes)):
@@ -785,4 +836,3 @@ def _hit(h: SearchHit) -> Hit:
         metadata=dict(h.metadata or {}), vector_score=round(float(h.vector_score), 4),
         text_score=round(float(h.text_score), 4),
     )
-

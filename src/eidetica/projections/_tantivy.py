@@ -328,6 +328,16 @@ class TantivyChunks:
             return [0.0] * len(rows)
         return self._bm25(self._searcher(), self._gen, tenant, terms, rows)
 
+    def idf(self, tenant: str, terms: Sequence[str]) -> list[float]:
+        """The BM25 idf of each analyzed term within one tenant (what a matching term can add, per unit of tf)."""
+        if not terms:
+            return []
+        gen = self._gen
+        searcher = self.index.searcher()
+        n_docs, _ = self._tenant_stats(searcher, gen, tenant)
+        return [math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+                for df in (self._df(searcher, gen, tenant, t) for t in terms)]
+
     def _bm25(self, searcher: Any, gen: int, tenant: str, terms: Sequence[str], rows: Sequence[Row]) -> list[float]:
         n_docs, avgdl = self._tenant_stats(searcher, gen, tenant)
         idf = {}
