@@ -25,7 +25,7 @@ from .actors import (
     SessionActor,
     Summarizer,
 )
-from .actors._text import check_id, check_text
+from .actors._text import check_id, check_text, sanitize_category
 from .errors import EideticaError, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
 from .events import (
     ArrowLog,
@@ -371,6 +371,7 @@ class Memory:
     ) -> list[Hit]:
         """The user's facts most relevant to ``query`` (re-ranking options as in ``search``)."""
         check_id("user", user)
+        category = None if category is None else sanitize_category(category)  # the form it was stored in
         return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
                             recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
 
@@ -496,6 +497,7 @@ class Memory:
         user: str,
         top_k: int = 10,
         exclude_session: str | None = None,
+        session_id: str | None = None,
         min_score: float = 0.60,
         kinds: Sequence[str] = ("message", "summary"),
         mode: str = "hybrid",
@@ -510,7 +512,7 @@ class Memory:
         confidence_weight: float = 0.0,
         speaker_weight: float = 0.0,
     ) -> list[Hit]:
-        """Search a user's conversations across sessions (optionally excluding the current one).
+        """Search a user's conversations across sessions (optionally excluding the current one, or only one: ``session_id``).
 
         ``names``: drop participants' names (see ``participant_names``) from the query: they
         say who spoke, not what about. ``candidates``: rows asked of each engine.
@@ -522,8 +524,11 @@ class Memory:
         ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
         """
         check_id("user", user)
+        if session_id is not None:
+            check_id("session_id", session_id)
         return self._search(
-            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, min_score=min_score, mode=mode,
+            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, session_id=session_id,
+            min_score=min_score, mode=mode,
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
             confidence_weight=confidence_weight, speaker_weight=speaker_weight,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -32,7 +33,28 @@ from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to
 
 __all__ = ["FactCurator", "FactState"]
 
-_TRIVIAL = {"ok", "okay", "thanks", "thank you", "thx", "yes", "no", "hi", "hello", "bye", "cool", "sure", "k", "lol", "great", "nice"}
+_TRIVIAL = {
+    "ok", "okay", "okk", "kk", "k", "thanks", "thank you", "thx", "ty", "tysm", "yes", "yeah", "yep", "yup", "no", "nope",
+    "nah", "hi", "hey", "hello", "bye", "cya", "cool", "sure", "lol", "lmao", "rofl", "great", "nice", "wow", "oh", "ah",
+    "hmm", "hm", "uh", "um", "mhm", "wkwk", "wkwkwk", "xd", "omg", "np", "gg", "brb", "ttyl", "idk", "same", "true", "fine",
+    "alright", "right", "got it", "i see", "sounds good", "good night", "good morning", "see you",
+}
+# Laughter and filler in any length ("hahaha", "wkwkwk", "hehe", "lolol", "xDD", "kkkk", "555"): a message made
+# only of these tokens states nothing durable.
+_FILLER = re.compile(r"^(?:(?:ha|he|hi|ho|hu|wk|lo|ja|je|ke|ka|xd|ok)+h?|a?h+a*|k+|l+o+l+[lo]*|5{3,}|m+|h+m+|u+m+|e+r+m*|o+h+|a+w+)$")
+
+
+def trivial(text: str) -> bool:
+    """Whether a message is small talk that no extractor should see (acknowledgements, laughter, filler)."""
+    t = text.lower().strip()
+    words = re.findall(r"[^\W_]+", t)
+    if not words:
+        return True  # punctuation, emoji only
+    if " ".join(words) in _TRIVIAL:
+        return True
+    if len(words) <= 4 and all(w in _TRIVIAL or _FILLER.match(w) for w in words):
+        return True
+    return len("".join(words)) < 4
 
 
 @dataclass
@@ -276,7 +298,7 @@ class FactCurator:
         with self._lock:
             for m in todo:
                 text = m["content"].strip()
-                if text.lower().strip(" .!?") in _TRIVIAL or len(text) < 4:
+                if trivial(text):
                     found = []
                 else:
                     found = self.llm.extract_facts(text)  # may raise ProviderError: stays pending

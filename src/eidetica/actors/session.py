@@ -256,7 +256,7 @@ class SessionActor:
                 break
             recent.append(m)
             used += t
-        return out + recent[::-1]
+        return out + _from_a_question(recent[::-1])
 
     def restore(self, token_budget: int | None = None, limit: int | None = None) -> list[Message]:
         """Resume a conversation: the last messages (``restore_messages``) that fit the budget."""
@@ -272,7 +272,7 @@ class SessionActor:
                 break
             out.append(m)
             used += t
-        return out[::-1]
+        return _from_a_question(out[::-1])
 
     def needs_summary(self) -> bool:
         """Whether the history outgrew the budget with enough turns outside the window."""
@@ -284,6 +284,14 @@ class SessionActor:
 
     def __len__(self) -> int:
         return len(self.messages)
+
+
+def _from_a_question(msgs: list[Message]) -> list[Message]:
+    """Drop leading assistant/tool messages: a resumed history must not open with an answer whose question was cut off."""
+    for i, m in enumerate(msgs):
+        if m.role == "user":
+            return msgs[i:]
+    return msgs  # no user turn at all (an agent-only session): keep what there is
 
 
 def _decode(ne: NewEvent) -> Any:

@@ -1,0 +1,98 @@
+"""Behaviours the design promises (issue #21): each test failed before its fix."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+import eidetica
+from eidetica.actors import MemoryConfig
+from eidetica.errors import InvalidInput
+from eidetica.providers import HashEmbedder, OpenAILLM
+
+from .openai_server import FakeOpenAI
+
+T0 = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.timezone.utc)
+
+
+class Clock:
+    """A settable clock."""
+
+    def __init__(self, now: dt.datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def mem(tmp_path, clock):
+    m = eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock)
+    yield m
+    m.close()
+
+
+# -- 3: a resumed history starts with a question ---------------------------------------
+def test_restore_and_read_do_not_start_with_an_answer(tmp_path, clock) -> None:
+    cfg = MemoryConfig(restore_messages=20, window=20, auto_extract=False)
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), clock=clock, config=cfg) as m:
+        s = m.session("c", user="u")
+        for i in range(21):
+            s.append("user" if i % 2 == 0 else "assistant", f"turn {i}")
+        for msgs in (s.restore(), s.read(strategy="sliding_window")):
+            assert msgs[0].role == "user"
+            assert msgs[-1].content == "turn 20"
+        # an agent-only session (no user turn at all) still restores
+        t = m.session("tools", user="u")
+        t.append("assistant", "started")
+        t.append("tool", "result")
+        assert [x.content for x in t.restore()] == ["started", "result"]
+
+
+# -- 5: categories are sanitised, not replaced -----------------------------------------
+def test_categories_keep_the_callers_word_sanitised(mem) -> None:
+    mem.remember("likes ramen", "Food & Drink!", user="u")
+    mem.remember("works at CERN", "a.b", user="u")
+    mem.remember("plain", "", user="u")
+    mem.remember("long", "x" * 70, user="u")
+    cats = {h.text: h.category for h in mem.list_memories(user="u")}
+    assert cats == {"likes ramen": "food___drink_", "works at CERN": "a_b", "plain": "general", "long": "x" * 64}
+    # the caller's own spelling finds it again
+    assert [h.text for h in mem.recall("ramen", user="u", category="Food & Drink!")] == ["likes ramen"]
+    assert [h.text for h in mem.list_memories(user="u", category="A.B")] == ["works at CERN"]
+
+
+# -- 6: laughter and filler never reach the extractor ----------------------------------
+def test_trivial_messages_are_not_sent_to_the_llm(tmp_path, clock) -> None:
+    with FakeOpenAI() as server:
+        llm = OpenAILLM("fake-chat", base_url=server.base_url, backoff=0.01)
+        with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), clock=clock, llm=llm) as m:
+            s = m.session("c", user="u")
+            for text in ("wkwk", "hahaha", "lol ok", "hehe", "xD", "kkkk", "hmm ok", "👍", "thanks!!"):
+                s.append("user", text)
+            chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+            assert chats == []
+            s.append("user", "I live in Berlin and I am allergic to shellfish.")
+            chats = [r for r in server.requests if r.path.endswith("/chat/completions")]
+            assert len(chats) >= 1  # a real statement is still extracted
+
+
+# -- 10: search restricted to one session ----------------------------------------------
+def test_search_session_id_restricts_to_one_session(mem) -> None:
+    a = mem.session("a", user="u")
+    b = mem.session("b", user="u")
+    a.append("user", "the heron nests by the pond")
+    b.append("user", "the heron flew over the pond")
+    got = mem.search("heron pond", user="u", min_score=0.0)
+    assert {h.session_id for h in got} == {"a", "b"}
+    only = mem.search("heron pond", user="u", session_id="b", min_score=0.0)
+    assert only and {h.session_id for h in only} == {"b"}
+    with pytest.raises(InvalidInput) as ei:
+        mem.search("heron", user="u", session_id="")
+    assert ei.value.field == "session_id"
