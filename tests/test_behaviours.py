@@ -96,3 +96,44 @@ def test_search_session_id_restricts_to_one_session(mem) -> None:
     with pytest.raises(InvalidInput) as ei:
         mem.search("heron", user="u", session_id="")
     assert ei.value.field == "session_id"
+
+
+# -- 1: clearing memories leaves sessions; index and state agree after every clear ------
+def _seed(m) -> None:
+    s = m.session("chat", user="ada")
+    s.append("user", "the blue heron nests by the pond")
+    m.remember("Ada paints herons", user="ada")
+    m.store_note("heron sketch due Friday", user="ada")
+
+
+def _seen(m) -> dict:
+    return {
+        "sessions": [x.session_id for x in m.list_sessions()],
+        "search": sorted(h.session_id for h in m.search("heron pond", user="ada", min_score=0.0)),
+        "history": [x.content for x in m.session("chat", user="ada").history()],
+        "facts": [h.text for h in m.list_memories(user="ada")],
+        "facts_state": [f.content for f in m.state.facts(m.tenant, "ada")],
+        "recall": [h.text for h in m.recall("herons", user="ada")],
+        "notes_state": [n.text for n in m.state.notes(m.tenant, "ada")],
+        "notes": [h.text for h in m._search("heron sketch", top_k=5, user="ada", kinds=["note"])],
+    }
+
+
+@pytest.mark.parametrize("sessions,memories", [(False, True), (True, False), (True, True)])
+def test_clear_variants_keep_index_and_state_in_agreement(tmp_path, clock, sessions, memories) -> None:
+    cfg = MemoryConfig(auto_extract=False)
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), clock=clock, config=cfg) as m:
+        _seed(m)
+        m.clear(sessions=sessions, memories=memories)
+        got = _seen(m)
+        want_chat = [] if sessions else ["chat"]
+        assert got["sessions"] == want_chat and got["search"] == want_chat
+        assert got["history"] == ([] if sessions else ["the blue heron nests by the pond"])
+        mem_left = [] if memories else ["Ada paints herons"]
+        assert got["facts"] == got["facts_state"] == got["recall"] == mem_left
+        notes_left = [] if memories else ["heron sketch due Friday"]
+        assert got["notes"] == got["notes_state"] == notes_left
+        m.rebuild()
+        assert _seen(m) == got
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), clock=clock, config=cfg) as m:
+        assert _seen(m) == got  # the actors refold the same from the log

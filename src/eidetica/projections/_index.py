@@ -8,7 +8,8 @@ Row semantics
 * ``FactReinforced`` / ``FactDecayed`` set ``confidence`` on rows whose source_id is the fact.
 * ``FactSuperseded`` / ``FactDeleted`` / ``FactPruned`` delete rows whose source_id is the
   fact; ``NoteDeleted`` those of the note; ``SessionForgotten`` the message and summary rows
-  of the session; ``UserForgotten`` every row of the user (always within the tenant).
+  of the session; ``UserForgotten`` the user's rows of its stream's kind (facts, notes; a
+  schedules tombstone has no rows), every row of the user on another stream (always within the tenant).
 
 Idempotence and order independence
 ----------------------------------
@@ -85,6 +86,11 @@ _HANDLED = frozenset({
 })
 FORMAT = 1
 _SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
+
+
+# UserForgotten on a user's facts / notes / schedules stream deletes rows of that kind only
+# (schedules have none); on any other stream, every row of the user.
+_USER_FORGET_KINDS: dict[str, tuple[str, ...] | None] = {"facts": ("fact",), "notes": ("note",), "schedules": ()}
 
 
 class _Marks:
@@ -499,7 +505,10 @@ class ChunkIndex(Projection):
         elif isinstance(e, ev.SessionForgotten):
             self._delete(b, Pred(tenant, "session_id", e.session_id, etime, _SESSION_KINDS))
         elif isinstance(e, ev.UserForgotten):
-            self._delete(b, Pred(tenant, "user_id", e.user_id, etime))
+            # scoped by its stream (see _state): clearing memories leaves the user's sessions
+            kinds = _USER_FORGET_KINDS.get(rec.stream.split(":", 1)[0])
+            if kinds != ():
+                self._delete(b, Pred(tenant, "user_id", e.user_id, etime, kinds))
 
     def _delete(self, b: _Batch, p: Pred, mark: bool = True) -> None:
         if not p.value:

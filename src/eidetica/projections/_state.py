@@ -5,9 +5,13 @@ Every fold is idempotent: messages are keyed by sequence, notes by id, and the e
 facts and schedules are remembered per entity by event id, so replaying a suffix of the
 log twice changes nothing.
 
-Forgetting: ``SessionForgotten`` and ``UserForgotten`` remove everything of that session
-or user within the tenant, and leave a tombstone (the forget event's log time). An event
-of that session or user whose log time is not after the tombstone is ignored even when it
+Forgetting: ``SessionForgotten`` removes everything of that session; ``UserForgotten``
+removes what its stream holds of that user within the tenant: on ``facts:`` the facts, on
+``notes:`` the notes, on ``schedules:`` the schedules (on any other stream: everything of
+the user). So ``clear(sessions=False)`` leaves sessions alone, and ``forget_user`` (which
+writes it on all three streams and a ``SessionForgotten`` per session) forgets everything.
+Each leaves a tombstone (the forget event's log time) per scope. An event of that
+session or user whose log time is not after the tombstone is ignored even when it
 arrives later (it may live in another partition), so the fold does not depend on how the
 Projector interleaves partitions: a rebuild gives the same state as incremental apply.
 """
@@ -22,6 +26,7 @@ import msgspec
 
 from ..events import RecordedEvent
 from ..events import types as ev
+from ..events.streams import parse_stream
 from ._base import UTC, Projection
 
 __all__ = [
@@ -222,7 +227,7 @@ class StateProjection(Projection):
         self._note_owner: dict[tuple[str, str], str] = {}
         self._schedules: dict[tuple[str, str], dict[str, _Schedule]] = {}
         self._schedule_owner: dict[tuple[str, str], str] = {}
-        self._user_tomb: dict[tuple[str, str], dt.datetime] = {}
+        self._user_tomb: dict[tuple[str, str, str], dt.datetime] = {}  # (tenant, user, scope) -> time
         self._session_tomb: dict[tuple[str, str], dt.datetime] = {}
         self._embedder: tuple[str, int] | None = None
 
@@ -258,21 +263,26 @@ class StateProjection(Projection):
             self._checkpoint = {}
 
     # -- helpers -----------------------------------------------------------------------
-    def _dead(self, tenant: str, user_id: str | None, session_id: str | None, time: dt.datetime) -> bool:
-        """Whether an event of this user/session is covered by a later forget."""
-        if user_id is not None:
-            t = self._user_tomb.get((tenant, user_id))
+    def _user_dead(self, tenant: str, user_id: str, scope: str, time: dt.datetime) -> bool:
+        """Whether a user forget of this scope (or of everything) covers an event at ``time``."""
+        for sc in (scope, "all"):
+            t = self._user_tomb.get((tenant, user_id, sc))
             if t is not None and time <= t:
                 return True
+        return False
+
+    def _dead(self, tenant: str, user_id: str | None, session_id: str | None, time: dt.datetime,
+              scope: str = "sessions") -> bool:
+        """Whether an event of this user/session is covered by a later forget."""
+        if user_id is not None and self._user_dead(tenant, user_id, scope, time):
+            return True
         if session_id is not None:
             t = self._session_tomb.get((tenant, session_id))
             if t is not None and time <= t:
                 return True
             u = self._session_user.get((tenant, session_id))
-            if u is not None and user_id is None:
-                t = self._user_tomb.get((tenant, u))
-                if t is not None and time <= t:
-                    return True
+            if u is not None and user_id is None and self._user_dead(tenant, u, "sessions", time):
+                return True
         return False
 
     def _learn_session(self, tenant: str, session_id: str, user_id: str) -> None:
@@ -284,11 +294,10 @@ class StateProjection(Projection):
             return
         self._session_user[key] = user_id
         self._user_sessions.setdefault((tenant, user_id), set()).add(session_id)
-        t = self._user_tomb.get((tenant, user_id))
         s = self._sessions.get(key)
         if s is not None and not s.user_id:
             s.user_id = user_id
-        if t is not None and s is not None and s.summary is not None and s.summary[3] <= t:
+        if s is not None and s.summary is not None and self._user_dead(tenant, user_id, "sessions", s.summary[3]):
             s.summary = None
             if not s.messages and not s.forgotten:
                 del self._sessions[key]
@@ -358,8 +367,29 @@ class StateProjection(Projection):
 
     def _on_user_forgotten(self, rec: RecordedEvent, e: ev.UserForgotten) -> None:
         t, u = rec.tenant, e.user_id
-        prev = self._user_tomb.get((t, u))
-        self._user_tomb[(t, u)] = rec.time if prev is None else max(prev, rec.time)
+        kind = parse_stream(rec.stream)[0] if rec.stream.count(":") == 2 else ""
+        scope = kind if kind in ("facts", "notes", "schedules") else "all"
+        prev = self._user_tomb.get((t, u, scope))
+        self._user_tomb[(t, u, scope)] = rec.time if prev is None else max(prev, rec.time)
+        if scope == "all":
+            self._forget_user_sessions(rec, t, u)
+        if scope in ("facts", "all"):
+            facts = self._facts.get((t, u), {})
+            for fid in [f for f, x in facts.items() if x.created <= rec.time]:
+                del facts[fid]
+                self._fact_owner.pop((t, fid), None)
+        if scope in ("notes", "all"):
+            notes = self._notes.get((t, u), {})
+            for nid in [n for n, x in notes.items() if x.time <= rec.time]:
+                del notes[nid]
+                self._note_owner.pop((t, nid), None)
+        if scope in ("schedules", "all"):
+            scheds = self._schedules.get((t, u), {})
+            for sid in [s for s, x in scheds.items() if x.created <= rec.time]:
+                del scheds[sid]
+                self._schedule_owner.pop((t, sid), None)
+
+    def _forget_user_sessions(self, rec: RecordedEvent, t: str, u: str) -> None:
         for sid in list(self._user_sessions.get((t, u), ())):
             s = self._sessions.get((t, sid))
             if s is None:
@@ -369,25 +399,13 @@ class StateProjection(Projection):
                 s.summary = None
             if not s.messages and s.summary is None:
                 del self._sessions[(t, sid)]
-        facts = self._facts.get((t, u), {})
-        for fid in [f for f, x in facts.items() if x.created <= rec.time]:
-            del facts[fid]
-            self._fact_owner.pop((t, fid), None)
-        notes = self._notes.get((t, u), {})
-        for nid in [n for n, x in notes.items() if x.time <= rec.time]:
-            del notes[nid]
-            self._note_owner.pop((t, nid), None)
-        scheds = self._schedules.get((t, u), {})
-        for sid in [s for s, x in scheds.items() if x.created <= rec.time]:
-            del scheds[sid]
-            self._schedule_owner.pop((t, sid), None)
 
     def _fact(self, tenant: str, fact_id: str) -> _Fact | None:
         u = self._fact_owner.get((tenant, fact_id))
         return None if u is None else self._facts.get((tenant, u), {}).get(fact_id)
 
     def _on_fact_asserted(self, rec: RecordedEvent, e: ev.FactAsserted) -> None:
-        if self._dead(rec.tenant, e.user_id, None, rec.time):
+        if self._dead(rec.tenant, e.user_id, None, rec.time, "facts"):
             return
         f = self._fact(rec.tenant, e.fact_id)
         if f is None:
@@ -436,7 +454,7 @@ class StateProjection(Projection):
             f.status = "deleted"
 
     def _on_note_stored(self, rec: RecordedEvent, e: ev.NoteStored) -> None:
-        if self._dead(rec.tenant, e.user_id, None, rec.time):
+        if self._dead(rec.tenant, e.user_id, None, rec.time, "notes"):
             return
         if (rec.tenant, e.note_id) in self._note_owner:
             return
@@ -455,7 +473,7 @@ class StateProjection(Projection):
         return None if u is None else self._schedules.get((tenant, u), {}).get(schedule_id)
 
     def _on_schedule_created(self, rec: RecordedEvent, e: ev.ScheduleCreated) -> None:
-        if self._dead(rec.tenant, e.user_id, None, rec.time):
+        if self._dead(rec.tenant, e.user_id, None, rec.time, "schedules"):
             return
         if self._schedule(rec.tenant, e.schedule_id) is not None:
             return
