@@ -137,3 +137,22 @@ def test_clear_variants_keep_index_and_state_in_agreement(tmp_path, clock, sessi
         assert _seen(m) == got
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), clock=clock, config=cfg) as m:
         assert _seen(m) == got  # the actors refold the same from the log
+
+
+# -- 4: a repeated chunk moves to its latest occurrence ---------------------------------
+def test_dedup_records_the_latest_occurrence(mem, clock) -> None:
+    s = mem.session("c", user="u")
+    s.append("user", "blue heron pond")
+    s.append("assistant", "ok")
+    clock.now = T0 + dt.timedelta(hours=1)
+    s.extend([{"role": "user", "content": "blue heron pond"}, {"role": "assistant", "content": "seen it"},
+              {"role": "user", "content": "blue heron pond"}])
+    hits = [h for h in mem.search("blue heron pond", user="u", min_score=0.0) if h.text == "blue heron pond"]
+    assert len(hits) == 1  # still one row
+    assert hits[0].metadata["sequence"] == 4 and hits[0].time == T0 + dt.timedelta(hours=1)
+    s.append("user", "blue heron pond")  # a later call moves it again, from the stored chunk
+    hits = [h for h in mem.search("blue heron pond", user="u", min_score=0.0) if h.text == "blue heron pond"]
+    assert len(hits) == 1 and hits[0].metadata["sequence"] == 5
+    mem.rebuild()
+    hits = [h for h in mem.search("blue heron pond", user="u", min_score=0.0) if h.text == "blue heron pond"]
+    assert len(hits) == 1 and hits[0].metadata["sequence"] == 5

@@ -59,7 +59,7 @@ class SessionActor:
         """Rebuild the fold from the log (constructor, and after a concurrent writer)."""
         with self._lock:
             self.messages: list[Message] = []
-            self.hashes: set[str] = set()
+            self.hashes: dict[str, tuple[str, int, int]] = {}  # content hash -> (chunk id, stream version, index)
             self.last_sequence = -1
             self.owner: str | None = None
             self.started = False
@@ -69,10 +69,10 @@ class SessionActor:
             self.summary_upto = -1
             self.version = self.log.stream_version(self.stream)
             for rec in self.log.read_stream(self.stream):
-                self._fold(rec.decode(), rec.time, rec.event_id, rec.offset)
+                self._fold(rec.decode(), rec.time, rec.event_id, rec.offset, rec.version)
             self._load_summary()
 
-    def _fold(self, ev: Any, time: dt.datetime, event_id: uuid.UUID | None = None, offset: int = -1) -> None:
+    def _fold(self, ev: Any, time: dt.datetime, event_id: uuid.UUID | None = None, offset: int = -1, version: int = -1) -> None:
         if isinstance(ev, SessionStarted):
             self.started = True
             self.owner = ev.user_id
@@ -84,7 +84,8 @@ class SessionActor:
             if event_id is not None:
                 self.message_ids[event_id] = offset
         elif isinstance(ev, ChunksEmbedded):
-            self.hashes.update(content_hash(t) for t in ev.texts)
+            for i, (cid, t) in enumerate(zip(ev.chunk_ids, ev.texts)):
+                self.hashes[content_hash(t)] = (cid, version, i)
         elif isinstance(ev, SessionForgotten):
             self.messages.clear()
             self.hashes.clear()
@@ -138,7 +139,8 @@ class SessionActor:
         pending_chunks: list[tuple[int, str, str, dict[str, Any], dt.datetime | None, uuid.UUID]] = []
         inputs: list[str] = []  # what the embedder sees for each pending chunk
         before = [m.content for m in self.messages[-self.config.embed_context :]] if self.config.embed_context else []
-        new_hashes: set[str] = set()
+        new_hashes: dict[str, int] = {}  # hash -> index in pending_chunks
+        moved: dict[str, tuple[int, str, dict[str, Any], dt.datetime, uuid.UUID]] = {}  # stored chunk seen again
         for k, item in enumerate(items):
             role = item.get("role")
             if role not in ROLES or role == "system":
@@ -164,10 +166,18 @@ class SessionActor:
             events.append(NewEvent.of(ev, tenant=self.tenant, event_id=event_id, time=time))
             for j, chunk in enumerate(chunk_text(content, self.config.chunk_chars, self.config.chunk_overlap)):
                 h = content_hash(chunk)
-                if h in self.hashes or h in new_hashes:
-                    continue  # same text already searchable in this session
-                new_hashes.add(h)
                 meta = dict(metadata, sequence=seq, role=role)
+                # Same text already searchable in this session: one row, not two, but it moves to
+                # the latest occurrence so recency and neighbours see where it was last said.
+                if h in new_hashes:
+                    k0 = new_hashes[h]
+                    _, cid0, chunk0, _, _, eid0 = pending_chunks[k0]
+                    pending_chunks[k0] = (seq, cid0, chunk0, meta, time, eid0)
+                    continue
+                if h in self.hashes:
+                    moved[h] = (seq, chunk, meta, time, event_id)
+                    continue
+                new_hashes[h] = len(pending_chunks)
                 pending_chunks.append((seq, f"{event_id.hex}:{j}", chunk, meta, time, event_id))
                 inputs.append("\n".join([*before, chunk]))
             if self.config.embed_context:
@@ -195,12 +205,34 @@ class SessionActor:
                         time=time,
                     )
                 )
+        events += self._moved_chunks(moved)
         first, last = self.log.append(self.stream, events, self.version)
         now = self.clock()
         for k, ne in enumerate(events):  # fold what we wrote rather than re-reading it
-            self._fold(_decode(ne), ne.time or now, ne.event_id, first + k)
+            self._fold(_decode(ne), ne.time or now, ne.event_id, first + k, self.version + 1 + k)
         self.version += len(events)
         return last
+
+    def _moved_chunks(self, moved: dict[str, tuple[int, str, dict[str, Any], dt.datetime, uuid.UUID]]) -> list[NewEvent]:
+        """Re-record stored chunks at their latest occurrence: same chunk id (one row), stored vector, new position."""
+        if not moved:
+            return []
+        first_version = min(self.hashes[h][1] for h in moved)
+        stored = {rec.version: rec for rec in self.log.read_stream(self.stream, max(first_version, 0))}
+        out: list[NewEvent] = []
+        for h, (seq, chunk, meta, time, eid) in moved.items():
+            cid, version, i = self.hashes[h]
+            rec = stored.get(version)
+            old = rec.decode() if rec is not None else None
+            if not isinstance(old, ChunksEmbedded):
+                continue  # not found (redacted): the first occurrence stays
+            vec = old.vectors[i * old.dim * 4 : (i + 1) * old.dim * 4]
+            ev = ChunksEmbedded(
+                model_id=old.model_id, dim=old.dim, chunk_ids=[cid], vectors=vec, texts=[chunk], source_id=eid.hex,
+                kind="message", user_id=self.user_id, session_id=self.session_id, time=time, metadata=meta,
+            )
+            out.append(NewEvent.of(ev, tenant=self.tenant, event_id=uuid.uuid5(eid, f"moved:{cid}"), time=time))
+        return out
 
     def forget(self) -> int:
         """Append the tombstone for this session (its summaries too); returns the last offset."""
