@@ -156,3 +156,47 @@ def test_dedup_records_the_latest_occurrence(mem, clock) -> None:
     mem.rebuild()
     hits = [h for h in mem.search("blue heron pond", user="u", min_score=0.0) if h.text == "blue heron pond"]
     assert len(hits) == 1 and hits[0].metadata["sequence"] == 5
+
+
+# -- 8: a cron schedule under the minimum interval is refused ---------------------------
+def test_cron_shorter_than_the_minimum_interval_is_refused(tmp_path, clock) -> None:
+    cfg = MemoryConfig(min_interval_seconds=300)
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), clock=clock, config=cfg) as m:
+        for expr in ("* * * * *", "*/2 * * * *", "0,1 9 * * *"):
+            with pytest.raises(InvalidInput) as ei:
+                m.schedules.create("x", "cron", expr, user="u")
+            assert ei.value.field == "expression"
+        ok = m.schedules.create("x", "cron", "*/5 * * * *", user="u")
+        with pytest.raises(InvalidInput):
+            m.schedules.update(ok.id, expression="* * * * *")
+        assert m.schedules.count() == 1 and m.schedules.get(ok.id).expression == "*/5 * * * *"
+
+
+# -- 9: run records carry an output summary; schedules count consecutive failures -------
+def test_run_records_output_summary_and_consecutive_failures(mem, clock) -> None:
+    sch = mem.schedules
+    job = sch.create("sync", "interval", 600, user="u")
+    sch.record_run(job.id, {"status": "error", "output": "x" * 2000})
+    sch.record_run(job.id, {"status": "error", "output": "short"})
+    got = sch.get(job.id)
+    assert got.consecutive_failures == 2 and got.run_count == 2
+    long, short = got.runs[-2]["output_summary"], got.runs[-1]["output_summary"]
+    assert len(long) <= 500 and long.startswith("x" * 400) and "cut" in long and short == "short"
+    clock.now = T0 + dt.timedelta(hours=1)
+    (due,) = sch.due(clock.now)
+    assert due.id == job.id and due.consecutive_failures == 2 and due.runs[-1]["output_summary"] == "short"
+    sch.record_run(job.id, "ok")
+    assert sch.get(job.id).consecutive_failures == 0
+
+
+# -- #17: one schedule read model; the update folds agree ------------------------------
+def test_schedule_updates_fold_the_same_in_the_actor_and_the_state(mem, clock) -> None:
+    sch = mem.schedules
+    job = sch.create("water", "cron", "0 9 * * *", user="u")
+    upd = sch.update(job.id, enabled=False, name="water plants")
+    assert upd == sch.get(job.id)  # the actor's answer is the facade's read model
+    assert not upd.enabled and upd.name == "water plants" and isinstance(upd.next_run_at, dt.datetime)
+    assert sch.due(T0 + dt.timedelta(days=3)) == []  # disabled: never due
+    mem.rebuild()
+    assert sch.get(job.id) == upd
+    assert mem.runtime.schedules(mem.tenant, "u").get(job.id) == upd

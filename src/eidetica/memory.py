@@ -35,10 +35,9 @@ from .events import (
     NewEvent,
     RecordedEvent,
     SessionForgotten,
-    UserForgotten,
 )
 from .events.envelope import events_from_batch
-from .events.streams import meta_stream, parse_stream, schedules_stream, session_stream
+from .events.streams import meta_stream, parse_stream, session_stream
 from .events.types import EVENT_TYPES, Event, decode
 from .projections import ChunkIndex, Projection, Projector, SearchHit, StateProjection
 from .projections._index import VECTOR_WEIGHT
@@ -219,7 +218,7 @@ class Memory:
             self.views = views or LocalViews(self.path, self.log, self.embedder)
             self._qlock = threading.RLock()
             self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
-            self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
+            self.schedules = self._schedules_face()
         except BaseException:
             self.log.close()
             raise
@@ -234,8 +233,16 @@ class Memory:
         view.tenant = check_id("tenant", tenant)
         view._owner = False  # closing a view leaves the store open
         view._names = {}
-        view.schedules = Schedules(self.log, view.tenant, self.config, self.clock)
+        view.schedules = view._schedules_face()
         return view
+
+    def _schedules_face(self) -> Schedules:
+        """Schedules of this tenant: writes through the users' actors, reads from the caught-up state."""
+        def state() -> Any:
+            self._sync()
+            return self.state
+
+        return Schedules(self.tenant, self.config, self.clock, lambda u: self.runtime.schedules(self.tenant, u), state)
 
     # -- lifecycle -------------------------------------------------------------------
     def _check_embedder(self) -> None:
@@ -407,8 +414,7 @@ class Memory:
             self.runtime.session(self.tenant, s.session_id, user).forget()
         self.runtime.curator(self.tenant, user).forget_user()
         self.runtime.notes(self.tenant, user).forget_user()
-        self.log.append(schedules_stream(self.tenant, user), [NewEvent.of(UserForgotten(user_id=user), tenant=self.tenant)])
-        self.schedules.forget_user(user)
+        self.runtime.schedules(self.tenant, user).forget_user()
         self._sync()
 
     # -- notes -----------------------------------------------------------------------
@@ -669,7 +675,6 @@ class Memory:
                 n += len(evs[k : k + 1000])
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the log on next use
-        self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
         self._sync()
         return n
 

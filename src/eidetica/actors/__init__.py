@@ -5,7 +5,7 @@ from ._records import Hit, Message
 from .curator import FactCurator, FactState
 from .notes import NotesActor
 from .runtime import LocalRuntime, Runtime
-from .schedules import ScheduleInfo, Schedules
+from .schedules import ScheduleInfo, Schedules, SchedulesActor
 from .session import ROLES, SUMMARY_PREFIX, SessionActor
 from .summarizer import Summarizer, SummaryResult
 
@@ -20,6 +20,7 @@ __all__ = [
     "LocalRuntime",
     "Runtime",
     "Schedules",
+    "SchedulesActor",
     "ScheduleInfo",
     "SessionActor",
     "ROLES",

@@ -35,6 +35,7 @@ from ._config import MemoryConfig
 from .curator import FactCurator
 from .notes import NotesActor
 from .runtime import Runtime
+from .schedules import SchedulesActor
 from .session import SessionActor
 from .summarizer import Summarizer
 
@@ -177,6 +178,8 @@ class ActorHost:
             self.actor = FactCurator(rlog, *args, remb, llm, config, clock)
         elif kind == "notes":
             self.actor = NotesActor(rlog, *args, remb, clock)
+        elif kind == "schedules":
+            self.actor = SchedulesActor(rlog, *args, config, clock)
         elif kind == "summarizer":
             self.actor = Summarizer(rlog, llm, remb, config)
         else:
@@ -360,6 +363,10 @@ class RayRuntime(Runtime):
     def notes(self, tenant: str, user_id: str) -> Any:
         """The notes actor of a user."""
         return self._actor("notes", NotesActor, (tenant, user_id), (tenant, user_id))
+
+    def schedules(self, tenant: str, user_id: str) -> Any:
+        """The schedules actor of a user (one writer per user, named: shared by every client)."""
+        return self._actor("schedules", SchedulesActor, (tenant, user_id), (tenant, user_id))
 
     def summarizer(self) -> Any:
         """A Summarizer actor."""

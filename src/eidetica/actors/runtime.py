@@ -12,6 +12,7 @@ from ..providers import LLM, Embedder
 from ._config import MemoryConfig
 from .curator import FactCurator
 from .notes import NotesActor
+from .schedules import SchedulesActor
 from .session import SessionActor
 from .summarizer import Summarizer
 
@@ -32,6 +33,10 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def notes(self, tenant: str, user_id: str) -> NotesActor:
         """The notes actor of a user."""
+
+    @abc.abstractmethod
+    def schedules(self, tenant: str, user_id: str) -> SchedulesActor:
+        """The schedules actor of a user (the single writer of the user's schedules)."""
 
     @abc.abstractmethod
     def summarizer(self) -> Summarizer:
@@ -83,6 +88,10 @@ class LocalRuntime(Runtime):
     def notes(self, tenant: str, user_id: str) -> NotesActor:
         """The notes actor of a user."""
         return self._get(("notes", tenant, user_id), lambda: NotesActor(self.log, tenant, user_id, self.embedder, self.clock))
+
+    def schedules(self, tenant: str, user_id: str) -> SchedulesActor:
+        """The schedules actor of a user."""
+        return self._get(("schedules", tenant, user_id), lambda: SchedulesActor(self.log, tenant, user_id, self.config, self.clock))
 
     def summarizer(self) -> Summarizer:
         """The process's Summarizer."""

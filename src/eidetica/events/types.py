@@ -196,6 +196,7 @@ class ScheduleRun(Event, frozen=True):
     status: str = "ok"
     result: str = ""
     next_run_at: dt.datetime | None = None
+    output_summary: str = ""  # at most 500 characters, cut with a marker
 
 
 class ExtractionCompleted(Event, frozen=True):

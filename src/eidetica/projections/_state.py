@@ -36,6 +36,7 @@ __all__ = [
     "FactInfo",
     "NoteInfo",
     "ScheduleInfo",
+    "SUCCESS_STATUSES",
 ]
 
 FactStatus = Literal["active", "superseded", "deleted", "pruned"]
@@ -90,7 +91,7 @@ class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A reminder or recurring job, folded from ScheduleCreated/Updated/Deleted/Run."""
+    """A reminder or recurring job, folded from ScheduleCreated/Updated/Deleted/Run (the one schedule read model)."""
 
     schedule_id: str
     user_id: str
@@ -102,10 +103,23 @@ class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
     next_run_at: dt.datetime | None
     created: dt.datetime
     updated: dt.datetime
+    enabled: bool = True
     last_run_at: dt.datetime | None = None
     last_status: str | None = None
     last_result: str | None = None
     run_count: int = 0
+    consecutive_failures: int = 0  # runs since the last successful one (see SUCCESS_STATUSES)
+    runs: list[dict[str, Any]] = []  # the latest RUN_HISTORY runs: run_at, status, result, output_summary
+
+    @property
+    def id(self) -> str:
+        """The schedule id (``schedule_id``)."""
+        return self.schedule_id
+
+
+# A run whose status is one of these resets ``consecutive_failures``; any other status counts as a failure.
+SUCCESS_STATUSES = frozenset({"ok", "success", "succeeded", "done", "completed", "skipped"})
+RUN_HISTORY = 100
 
 
 class _Session:
@@ -153,7 +167,7 @@ class _Fact:
 
 
 class _Schedule:
-    __slots__ = ("user_id", "fields", "created", "updated", "runs", "last")
+    __slots__ = ("user_id", "fields", "created", "updated", "runs", "history", "run_count", "failures")
 
     def __init__(self, user_id: str, e: ev.ScheduleCreated, time: dt.datetime) -> None:
         self.user_id = user_id
@@ -164,14 +178,18 @@ class _Schedule:
             "timezone": e.timezone,
             "payload": dict(e.payload),
             "next_run_at": e.next_run_at,
+            "enabled": True,
         }
         self.created = time
         self.updated = time
-        self.runs: set[Any] = set()
-        self.last: ev.ScheduleRun | None = None
+        self.runs: set[Any] = set()  # event ids folded (idempotence)
+        self.history: list[dict[str, Any]] = []
+        self.run_count = 0
+        self.failures = 0
 
     def info(self, schedule_id: str) -> ScheduleInfo:
         f = self.fields
+        last = self.history[-1] if self.history else None
         return ScheduleInfo(
             schedule_id=schedule_id,
             user_id=self.user_id,
@@ -183,10 +201,13 @@ class _Schedule:
             next_run_at=_as_time(f.get("next_run_at")),
             created=self.created,
             updated=self.updated,
-            last_run_at=self.last.run_at if self.last else None,
-            last_status=self.last.status if self.last else None,
-            last_result=self.last.result if self.last else None,
-            run_count=len(self.runs),
+            enabled=bool(f.get("enabled", True)),
+            last_run_at=last["run_at"] if last else None,
+            last_status=last["status"] if last else None,
+            last_result=last["result"] if last else None,
+            run_count=self.run_count,
+            consecutive_failures=self.failures,
+            runs=[dict(r) for r in self.history],
         )
 
 
@@ -485,7 +506,7 @@ class StateProjection(Projection):
         if s is not None:
             for k, v in e.changes.items():
                 if k in s.fields:
-                    s.fields[k] = v
+                    s.fields[k] = _as_time(v) if k == "next_run_at" else v
             s.updated = max(s.updated, rec.time)
 
     def _on_schedule_deleted(self, rec: RecordedEvent, e: ev.ScheduleDeleted) -> None:
@@ -497,11 +518,14 @@ class StateProjection(Projection):
         s = self._schedule(rec.tenant, e.schedule_id)
         if s is None or rec.event_id in s.runs:
             return
-        s.runs.add(rec.event_id)
-        if s.last is None or e.run_at >= s.last.run_at:
-            s.last = e
-        if e.next_run_at is not None:
-            s.fields["next_run_at"] = e.next_run_at
+        s.runs.add(rec.event_id)  # one stream, one writer: runs arrive in stream order
+        s.run_count += 1
+        s.failures = 0 if e.status in SUCCESS_STATUSES else s.failures + 1
+        s.history = (s.history + [{"run_at": e.run_at, "status": e.status, "result": e.result,
+                                   "output_summary": e.output_summary}])[-RUN_HISTORY:]
+        s.fields["next_run_at"] = e.next_run_at
+        if e.next_run_at is None:
+            s.fields["enabled"] = False  # a finished one-shot
         s.updated = max(s.updated, rec.time)
 
     def _on_embedder_changed(self, rec: RecordedEvent, e: ev.EmbedderChanged) -> None:
