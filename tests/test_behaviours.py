@@ -200,3 +200,33 @@ def test_schedule_updates_fold_the_same_in_the_actor_and_the_state(mem, clock) -
     mem.rebuild()
     assert sch.get(job.id) == upd
     assert mem.runtime.schedules(mem.tenant, "u").get(job.id) == upd
+
+
+# -- 7: notes can be updated, keeping their id ------------------------------------------
+def test_update_note_keeps_the_id_and_replaces_the_text_everywhere(mem) -> None:
+    from eidetica.errors import NotFound
+
+    nid = mem.store_note("flight lands 10:40 Friday", user="ada")
+    mem.update_note(nid, "flight lands 12:15 Saturday", user="ada")
+
+    def seen() -> tuple:
+        hits = mem._search("when does the flight land", top_k=5, user="ada", kinds=["note"])
+        return ([(h.id, h.text) for h in hits], [(n.note_id, n.text) for n in mem.state.notes(mem.tenant, "ada")])
+
+    want = ([(nid, "flight lands 12:15 Saturday")], [(nid, "flight lands 12:15 Saturday")])
+    assert seen() == want
+    assert "12:15 Saturday" in mem.context("flight", user="ada")
+    mem.rebuild()
+    assert seen() == want
+    with pytest.raises(NotFound):
+        mem.update_note("note-nope", "x", user="ada")
+    with pytest.raises(NotFound):
+        mem.update_note(nid, "x", user="bob")  # not bob's note
+    with pytest.raises(InvalidInput) as ei:
+        mem.update_note(nid, "  ", user="ada")
+    assert ei.value.field == "text"
+    # the old text is history, forgettable: deleting the note and compacting erases both texts
+    mem.delete_note(nid, user="ada")
+    mem.compact()
+    texts = [e.decode() for p in range(mem.log.partitions) for e in mem.log.read(partition=p) if e.type != "Redacted"]
+    assert not any("flight lands" in str(getattr(x, "text", "")) + str(getattr(x, "texts", "")) for x in texts)

@@ -206,3 +206,11 @@ def test_export_without_output_writes_a_dated_file_here(tmp_path, store, monkeyp
     want = tmp_path / f"memories-acme-{dt.date.today().isoformat()}.jsonl"
     assert want.exists()
     assert str(want) in out.stdout.replace("\n", "")
+
+
+def test_note_and_update_note(store) -> None:
+    nid = run("note", "flight lands 10:40", "--user", "ada", store=store).stdout.strip()
+    assert nid.startswith("note-")
+    out = run("update-note", nid, "flight lands 12:15", "--user", "ada", store=store)
+    assert out.returncode == 0 and nid in out.stdout
+    assert run("update-note", "note-nope", "x", "--user", "ada", store=store).returncode == 1

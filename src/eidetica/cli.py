@@ -136,6 +136,25 @@ def forget(
 
 
 @app.command()
+def note(
+    text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Store a note about a user; prints its id (creates the store when there is none)."""
+    with _open(path, tenant, model, create=True) as m:
+        console.print(m.store_note(text, user=user))
+
+
+@app.command("update-note")
+def update_note(
+    note_id: str, text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Replace a note's text, keeping its id."""
+    with _open(path, tenant, model) as m:
+        m.update_note(note_id, text, user=user)
+    console.print(f"updated {note_id}")
+
+
+@app.command()
 def sessions(
     user: Optional[str] = typer.Option(None, "--user", "-u"), path: Path = PATH, tenant: str = TENANT,
     model: Optional[str] = MODEL,

@@ -423,6 +423,13 @@ class Memory:
         check_id("user", user)
         return self.runtime.notes(self.tenant, user).store(text)
 
+    def update_note(self, note_id: str, text: str, *, user: str) -> None:
+        """Replace a note's text, keeping its id (the old text stays in the log until the note is deleted and compacted)."""
+        check_id("user", user)
+        if not isinstance(note_id, str):
+            raise InvalidInput("note_id", "must be a string", note_id)
+        self.runtime.notes(self.tenant, user).update(note_id, text)
+
     def delete_note(self, note_id: str, *, user: str) -> None:
         """Delete a note."""
         check_id("user", user)
@@ -721,7 +728,8 @@ class Memory:
                         continue
                     forgotten = ev.version < tombs.get(ev.stream, -1)
                     d = None
-                    if not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "ChunksEmbedded"):
+                    if not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "NoteUpdated",
+                                                     "ChunksEmbedded"):
                         d = ev.decode()
                         src = getattr(d, "source_id", None) or getattr(d, "fact_id", None) or getattr(d, "note_id", "")
                         forgotten = src in deleted

@@ -28,6 +28,7 @@ __all__ = [
     "FactDeleted",
     "NoteStored",
     "NoteDeleted",
+    "NoteUpdated",
     "ScheduleCreated",
     "ScheduleUpdated",
     "ScheduleDeleted",
@@ -162,6 +163,13 @@ class NoteDeleted(Event, frozen=True):
     note_id: str
 
 
+class NoteUpdated(Event, frozen=True):
+    """A note's text was replaced (same id; the old text stays in the log until the note is forgotten)."""
+
+    note_id: str
+    text: str
+
+
 class ScheduleCreated(Event, frozen=True):
     """A reminder or recurring job was created."""
 
@@ -247,6 +255,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     FactDeleted,
     NoteStored,
     NoteDeleted,
+    NoteUpdated,
     ScheduleCreated,
     ScheduleUpdated,
     ScheduleDeleted,

@@ -484,6 +484,13 @@ class StateProjection(Projection):
         )
         self._note_owner[(rec.tenant, e.note_id)] = e.user_id
 
+    def _on_note_updated(self, rec: RecordedEvent, e: ev.NoteUpdated) -> None:
+        u = self._note_owner.get((rec.tenant, e.note_id))
+        notes = self._notes.get((rec.tenant, u), {}) if u is not None else {}
+        n = notes.get(e.note_id)
+        if n is not None:
+            notes[e.note_id] = msgspec.structs.replace(n, text=e.text)  # one stream: updates arrive in order
+
     def _on_note_deleted(self, rec: RecordedEvent, e: ev.NoteDeleted) -> None:
         u = self._note_owner.pop((rec.tenant, e.note_id), None)
         if u is not None:
@@ -668,6 +675,7 @@ _HANDLERS: dict[type, Any] = {
     ev.FactDeleted: StateProjection._on_fact_deleted,
     ev.NoteStored: StateProjection._on_note_stored,
     ev.NoteDeleted: StateProjection._on_note_deleted,
+    ev.NoteUpdated: StateProjection._on_note_updated,
     ev.ScheduleCreated: StateProjection._on_schedule_created,
     ev.ScheduleUpdated: StateProjection._on_schedule_updated,
     ev.ScheduleDeleted: StateProjection._on_schedule_deleted,
