@@ -230,3 +230,77 @@ def test_update_note_keeps_the_id_and_replaces_the_text_everywhere(mem) -> None:
     mem.compact()
     texts = [e.decode() for p in range(mem.log.partitions) for e in mem.log.read(partition=p) if e.type != "Redacted"]
     assert not any("flight lands" in str(getattr(x, "text", "")) + str(getattr(x, "texts", "")) for x in texts)
+
+
+# -- 2: storage failures are typed; best-effort mode queues and loses nothing ----------
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 32 MiB tmpfs (needs root), unmounted afterwards."""
+    import os
+    import subprocess
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("full-disk test needs root to mount a tmpfs")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(disk) -> "object":
+    """Fill the disk to the last byte; returns the filler file."""
+    filler = disk / "filler"
+    with open(filler, "wb") as f:
+        try:
+            while True:
+                f.write(b"\0" * (1 << 16))
+                f.flush()
+        except OSError:
+            pass
+    return filler
+
+
+def test_a_full_disk_raises_storage_error_in_the_tree(small_disk, clock) -> None:
+    from eidetica.errors import EideticaError, StorageError
+
+    with eidetica.open(small_disk / "s", embedder=HashEmbedder(dim=64), clock=clock,
+                       config=MemoryConfig(auto_extract=False)) as m:
+        s = m.session("c", user="u")
+        s.append("user", "before")
+        filler = _fill(small_disk)
+        for call in (lambda: s.append("user", "x" * 20_000), lambda: m.remember("y" * 20_000, user="u"),
+                     lambda: m.store_note("z" * 20_000, user="u")):
+            with pytest.raises(StorageError) as ei:
+                call()
+            assert isinstance(ei.value, EideticaError) and ei.value.errno == 28 and str(small_disk) in ei.value.path
+        filler.unlink()
+        s.append("user", "after")
+        assert [x.content for x in s.history()] == ["before", "after"]
+
+
+def test_best_effort_mode_queues_failed_writes_and_loses_nothing(small_disk, clock, caplog) -> None:
+    with eidetica.open(small_disk / "s", embedder=HashEmbedder(dim=64), clock=clock, on_write_error="queue",
+                       config=MemoryConfig(auto_extract=False)) as m:
+        s = m.session("c", user="u")
+        s.append("user", "before the disk filled")
+        filler = _fill(small_disk)
+        big = "a long message about the heron " * 800
+        assert s.append("user", big) == -1  # never raises into the agent
+        assert s.append("assistant", "a short reply") == -1  # queued behind, in order
+        fid = m.remember("Ada paints herons " + "x" * 20_000, user="ada")
+        nid = m.store_note("heron sketch " + "y" * 20_000, user="ada")
+        assert fid.startswith("pending:") and nid.startswith("note-")
+        assert m.pending_writes == 4 and m.retry_pending() == 4  # still full
+        assert any("queued for retry" in r.getMessage() for r in caplog.records)
+        filler.unlink()
+        assert m.retry_pending() == 0
+        assert [x.content for x in s.history()] == ["before the disk filled", big, "a short reply"]
+        assert [h.text[:17] for h in m.list_memories(user="ada")] == ["Ada paints herons"]
+        assert [x.session_id for x in m.list_sessions()] == ["c"]  # (also catches the views up)
+        assert [n.note_id for n in m.state.notes(m.tenant, "ada")] == [nid]
+    with pytest.raises(InvalidInput) as ei:
+        eidetica.open(small_disk / "t", on_write_error="ignore")
+    assert ei.value.field == "on_write_error"

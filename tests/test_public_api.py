@@ -32,6 +32,7 @@ def test_exported_names_are_pinned() -> None:
             "DimensionMismatch",
             "NotFound",
             "ProviderError",
+            "StorageError",
         ]
     )
     for name in eidetica.__all__:
@@ -87,6 +88,7 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         errors.DimensionMismatch(384, 12),
         errors.NotFound("fact", "f1"),
         errors.ProviderError("down"),
+        errors.StorageError(28, "No space left on device", "/x/log"),
     ]
     for e in cases:
         back = pickle.loads(pickle.dumps(e))

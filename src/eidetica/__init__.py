@@ -13,6 +13,7 @@ from .errors import (
     InvalidInput,
     NotFound,
     ProviderError,
+    StorageError,
     StoreLocked,
     UnknownEventType,
     WrongExpectedVersion,
@@ -52,4 +53,5 @@ __all__ = [
     "DimensionMismatch",
     "NotFound",
     "ProviderError",
+    "StorageError",
 ]

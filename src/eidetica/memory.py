@@ -39,6 +39,7 @@ from .events import (
 from .events.envelope import events_from_batch
 from .events.streams import meta_stream, parse_stream, session_stream
 from .events.types import EVENT_TYPES, Event, decode
+from ._pending import WRITE_ERROR_MODES, PendingWrites
 from .projections import ChunkIndex, Projection, Projector, SearchHit, StateProjection
 from .projections._index import VECTOR_WEIGHT
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
@@ -171,18 +172,28 @@ def open(  # noqa: A001 - the contract's name
     config: MemoryConfig | None = None,
     clock: Callable[[], dt.datetime] | None = None,
     fsync: str = "always",
+    on_write_error: str = "raise",
     **options: Any,
 ) -> "Memory":
-    """Open (or create) a memory store at ``path`` for one tenant."""
+    """Open (or create) a memory store at ``path`` for one tenant.
+
+    ``on_write_error="queue"``: best effort, a write the disk refuses never raises into the
+    agent; it is queued in memory, retried and logged (see ``eidetica._pending``).
+    """
     if runtime not in ("local", "ray"):
         raise InvalidInput("runtime", "must be 'local' or 'ray'", runtime)
+    if on_write_error not in WRITE_ERROR_MODES:
+        raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
     if runtime == "ray":
         from .actors.ray_runtime import open_ray  # imported only when asked for: Ray is heavy
 
-        return open_ray(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, **options)
+        m = open_ray(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, **options)
+        m._pending = PendingWrites() if on_write_error == "queue" else None
+        return m
     if options:
         raise InvalidInput(sorted(options)[0], "is not an option of the local runtime")
-    return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync)
+    return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync,
+                  on_write_error=on_write_error)
 
 
 class Memory:
@@ -201,8 +212,12 @@ class Memory:
         log: EventLog | None = None,
         runtime: Runtime | None = None,
         views: Any = None,
+        on_write_error: str = "raise",
     ) -> None:
         self.tenant = check_id("tenant", tenant)
+        if on_write_error not in WRITE_ERROR_MODES:
+            raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
+        self._pending: PendingWrites | None = PendingWrites() if on_write_error == "queue" else None
         if config is not None and not isinstance(config, MemoryConfig):
             raise InvalidInput("config", "must be a MemoryConfig", config)
         self.config = config or MemoryConfig()
@@ -262,6 +277,8 @@ class Memory:
         if not getattr(self, "_owner", True):
             return
         try:
+            if self._pending is not None:
+                self._pending.close()  # one last try; what still fails is logged as lost
             self.runtime.close()
             self.views.close()
         finally:
@@ -272,6 +289,21 @@ class Memory:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def _write(self, what: str, write: Callable[[], Any], placeholder: Any) -> Any:
+        """Do a write; in best-effort mode a storage failure queues it and returns ``placeholder``."""
+        if self._pending is None:
+            return write()
+        return self._pending.run(what, write, placeholder)
+
+    def retry_pending(self) -> int:
+        """Retry queued writes now (best-effort mode); returns how many still wait for the disk."""
+        return self._pending.retry() if self._pending is not None else 0
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes waiting for the disk (always 0 unless opened with ``on_write_error="queue"``)."""
+        return len(self._pending) if self._pending is not None else 0
 
     @property
     def state(self) -> Any:
@@ -362,7 +394,12 @@ class Memory:
     def remember(self, content: str, category: str = "general", *, user: str) -> str:
         """Store a fact about a user; returns its id (an existing id when it reinforced one)."""
         check_id("user", user)
-        return self.runtime.curator(self.tenant, user).remember(content, category, request_id=uuid.uuid4().hex)
+        check_text("content", content)
+        rid = uuid.uuid4().hex  # the request id makes a retried (queued) call exactly-once
+        return self._write(
+            "remember", lambda: self.runtime.curator(self.tenant, user).remember(content, category, request_id=rid),
+            f"pending:{rid}",
+        )
 
     def recall(
         self,
@@ -421,7 +458,9 @@ class Memory:
     def store_note(self, text: str, *, user: str) -> str:
         """Store a note; returns ``note-<uuid>``."""
         check_id("user", user)
-        return self.runtime.notes(self.tenant, user).store(text)
+        check_text("text", text)
+        note_id = f"note-{uuid.uuid4()}"  # chosen here: a queued note already has its id
+        return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(text, note_id=note_id), note_id)
 
     def update_note(self, note_id: str, text: str, *, user: str) -> None:
         """Replace a note's text, keeping its id (the old text stays in the log until the note is deleted and compacted)."""
@@ -887,6 +926,9 @@ class SessionHandle:
                 raise InvalidInput(f"messages[{i}]", "must be a dict")
         # event ids are chosen here, by the caller: a retried call is then idempotent
         items = [dict(m, metadata=m.get("metadata") or {}, event_id=m.get("event_id") or uuid.uuid4()) for m in messages]
+        return self._m._write("append", lambda: self._extend(items), -1)
+
+    def _extend(self, items: list[dict[str, Any]]) -> int:
         first_seq = self._actor.last_sequence
         offset = self._actor.append_many(items)
         written = [m for m in self._actor.history() if m.sequence > first_seq]

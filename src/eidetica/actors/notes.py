@@ -39,11 +39,13 @@ class NotesActor:
             elif isinstance(ev, UserForgotten):
                 self.notes.clear()
 
-    def store(self, text: str, time: dt.datetime | None = None) -> str:
-        """Store a note; returns ``note-<uuid>``."""
+    def store(self, text: str, time: dt.datetime | None = None, note_id: str | None = None) -> str:
+        """Store a note; returns ``note-<uuid>`` (a retried call with the same ``note_id`` stores it once)."""
         text = check_text("text", text)
         time = time or self.clock()
-        note_id = f"note-{uuid.uuid4()}"
+        if note_id is not None and note_id in self.notes:
+            return note_id
+        note_id = note_id or f"note-{uuid.uuid4()}"
         events = [
             NewEvent.of(NoteStored(note_id=note_id, user_id=self.user_id, text=text), tenant=self.tenant, time=time),
             self._chunk(note_id, text, time),
