@@ -61,7 +61,7 @@ def main() -> None:
     agents, messages = (4, 100) if args.quick else (8, 250)
     import ray
 
-    from eidetica.actors.ray_runtime import shutdown_store
+    from eidetica._fleet import shutdown_store
 
     ray.init(num_cpus=2, include_dashboard=False, namespace="eidetica", log_to_driver=False)
     root = tempfile.mkdtemp(prefix="eidetica-fleet-")

@@ -62,7 +62,7 @@ def mem(tmp_path, clock, runtime):
     yield m
     m.close()
     if runtime == "ray":
-        from eidetica.actors.ray_runtime import shutdown_store
+        from eidetica._fleet import shutdown_store
 
         shutdown_store(m.path)
 
@@ -72,7 +72,7 @@ def reopen(m, **kw):
     ray_mode = getattr(m.runtime, "key", None) is not None
     m.close()
     if ray_mode:
-        from eidetica.actors.ray_runtime import shutdown_store
+        from eidetica._fleet import shutdown_store
 
         shutdown_store(path)
         time.sleep(1.0)  # the killed log actor releases its lock

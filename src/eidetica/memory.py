@@ -40,8 +40,8 @@ from .events.envelope import events_from_batch
 from .events.streams import meta_stream, parse_stream, session_stream
 from .events.types import EVENT_TYPES, Event, decode
 from ._pending import WRITE_ERROR_MODES, PendingWrites
-from .projections import ChunkIndex, Projection, Projector, SearchHit, StateProjection
-from .projections._index import VECTOR_WEIGHT
+from .projections import LocalViews, SearchHit
+from .projections._ranking import VECTOR_WEIGHT, SearchOptions
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle"]
@@ -52,114 +52,6 @@ _EMBEDDER_STREAM = meta_stream("embedder")
 
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
-
-
-def _slug(model_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", model_id)[:80]
-
-
-class _ModelView(Projection):
-    """A ChunkIndex that only sees vectors of one embedding model (the store's current one)."""
-
-    def __init__(self, index: ChunkIndex, model_id: str) -> None:
-        self.index = index
-        self.model_id = model_id
-        self.name = index.name
-
-    def apply(self, events: Sequence[RecordedEvent]) -> None:
-        """Apply events, dropping vectors of other models."""
-        keep = [
-            e for e in events
-            if e.type != "ChunksEmbedded" or decode(e.payload).model_id == self.model_id  # type: ignore[attr-defined]
-        ]
-        self.index.apply(keep)
-
-    def checkpoint(self) -> dict[int, int]:
-        """The wrapped index's checkpoint."""
-        return self.index.checkpoint()
-
-    def save_checkpoint(self, checkpoint: dict[int, int]) -> None:
-        """Save the wrapped index's checkpoint."""
-        self.index.save_checkpoint(checkpoint)
-
-    def reset(self) -> None:
-        """Drop the wrapped index."""
-        self.index.reset()
-
-    def maintain(self, force: bool = False) -> None:
-        """Optimize the wrapped index (ANN build, fragment compaction) when due, or now."""
-        self.index.maintain(force)
-
-    def begin_rebuild(self) -> None:
-        """Put the wrapped index in bulk mode for a rebuild."""
-        self.index.begin_rebuild()
-
-    def end_rebuild(self, completed: bool = True) -> None:
-        """Finish (or discard) the wrapped index's bulk rebuild."""
-        self.index.end_rebuild(completed)
-
-    def close(self) -> None:
-        """Close the wrapped index."""
-        self.index.close()
-
-
-class LocalViews:
-    """The projections of a store in this process: state folds, the chunk index, the projector."""
-
-    def __init__(self, path: Path, log: EventLog, embedder: Embedder) -> None:
-        self.path = path
-        self.log = log
-        self.model_id = embedder.model_id
-        self.index_dir = path / "index" / _slug(embedder.model_id)
-        self.rebuilt_after_damage: str | None = None
-        try:
-            self._open(embedder)
-            self.projector.catch_up()
-        except Exception as e:  # noqa: BLE001 - any damage: the log is the truth, rebuild from it
-            import shutil
-            import warnings
-
-            self.rebuilt_after_damage = f"{type(e).__name__}: {e}"
-            warnings.warn(f"eidetica: the index at {self.index_dir} was damaged ({e}); rebuilding it from the log", stacklevel=2)
-            try:
-                self.index.close()
-            except Exception:  # noqa: BLE001 - it is being thrown away
-                pass
-            shutil.rmtree(self.index_dir, ignore_errors=True)
-            self._open(embedder)
-            self.projector.catch_up()
-
-    def _open(self, embedder: Embedder) -> None:
-        self.index = None  # type: ignore[assignment]
-        self.state = StateProjection()
-        self.index = ChunkIndex(self.index_dir, dim=embedder.dim)
-        self.projector = Projector(self.log, [self.state, _ModelView(self.index, embedder.model_id)])
-
-    def fresh(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> None:
-        """Build the projections in a new directory from the log, then swap them in."""
-        import shutil
-
-        final = self.path / "index" / _slug(embedder.model_id)
-        staging = final.with_name(final.name + ".new")
-        shutil.rmtree(staging, ignore_errors=True)
-        index = ChunkIndex(staging, dim=embedder.dim)
-        Projector(self.log, [StateProjection(), _ModelView(index, embedder.model_id)]).rebuild(None, progress)
-        index.close()
-        self.index.close()
-        old = self.index_dir.with_name(self.index_dir.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if self.index_dir.exists():
-            os.replace(self.index_dir, old)
-        os.replace(staging, final)
-        shutil.rmtree(old, ignore_errors=True)  # old LanceDB versions and tantivy segments go with it
-        self.index_dir = final
-        self.model_id = embedder.model_id
-        self._open(embedder)
-        self.projector.catch_up()
-
-    def close(self) -> None:
-        """Close the index."""
-        self.index.close()
 
 
 def open(  # noqa: A001 - the contract's name
@@ -185,11 +77,13 @@ def open(  # noqa: A001 - the contract's name
     if on_write_error not in WRITE_ERROR_MODES:
         raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
     if runtime == "ray":
-        from .actors.ray_runtime import open_ray  # imported only when asked for: Ray is heavy
+        from ._fleet import open_ray  # imported only when asked for: Ray is heavy
 
-        m = open_ray(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, **options)
-        m._pending = PendingWrites() if on_write_error == "queue" else None
-        return m
+        parts = open_ray(path, embedder=embedder, llm=llm, config=config, clock=clock, **options)
+        return Memory(
+            parts.path, tenant=tenant, embedder=parts.embedder, llm=parts.llm, config=parts.config, clock=clock,
+            log=parts.log, runtime=parts.runtime, views=parts.views, on_write_error=on_write_error,
+        )
     if options:
         raise InvalidInput(sorted(options)[0], "is not an option of the local runtime")
     return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync,
@@ -523,11 +417,13 @@ class Memory:
             if people is None:
                 people = self.participant_names(user)
             options["speakers"] = names_in(query, people)
+        opts = SearchOptions.check(**options)  # validated before any work: bad input changes nothing
         vector = self.embedder.embed([q])[0] if mode != "text" else None
         self._sync()
         kw = dict(
             tenant=self.tenant, text=q, vector=vector, top_k=top_k, mode=mode, kinds=kinds, user_id=user,
-            category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score, **options,
+            category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score,
+            options=opts,
         )
         try:
             hits = self.index.search(**kw)

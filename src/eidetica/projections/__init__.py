@@ -3,6 +3,7 @@
 * ``StateProjection`` - in-memory sessions, summaries, facts, notes, schedules.
 * ``ChunkIndex`` - LanceDB vectors + Tantivy BM25 over ``ChunksEmbedded`` rows, hybrid search.
 * ``Projector`` - tails the log, applies batches, saves checkpoints after output, rebuilds.
+* ``LocalViews`` - the assembly a store serves: state + the current model's index + projector.
 
 lancedb is imported lazily (when a ``ChunkIndex`` is opened), never by importing this
 package: Ray forks its workers later, and lancedb warns about fork.
@@ -12,6 +13,7 @@ from ._base import Projection, SearchHit
 from ._index import ChunkIndex
 from ._projector import Projector
 from ._state import FactInfo, MessageInfo, NoteInfo, ScheduleInfo, SessionInfo, StateProjection
+from ._views import LocalViews, ModelView, model_slug
 
 __all__ = [
     "Projection",
@@ -24,4 +26,7 @@ __all__ = [
     "ScheduleInfo",
     "ChunkIndex",
     "Projector",
+    "LocalViews",
+    "ModelView",
+    "model_slug",
 ]

@@ -23,25 +23,12 @@ from offset 0 equals the incrementally built index.
 
 Scores (``SearchHit.score``)
 ----------------------------
-* hybrid: ``w * v + (1 - w) * t`` (``vector_weight`` w, default 0.7) where v and t are the
-  vector similarity and BM25 score min-max normalised over this query's candidate union. With
-  ``rescore`` (default) every candidate is scored on both sides: a row only one engine proposed
-  gets its real cosine (stored vector) or exact BM25 (usually 0: it matched no term); without it
-  a row missing from a list gets 0. A list whose scores are all equal normalises to 1.
-* vector: cosine similarity, 1 - cosine distance, in [-1, 1].
-* text: BM25 divided by the best BM25 of the query, in (0, 1].
-
-Query text: ``stopwords`` (default on) drops English question and function words from the
-BM25 query (all terms are kept when nothing else is left). Then, in this order (all off by
-default): ``neighbors`` (a weight, or a (previous, next) pair) adds that share of the adjacent
-messages' scores (same session, ``sequence`` +-1; the neighbours of the 5 best candidates of
-each engine join the candidates) and ``session_weight`` that share of the session's best score
-(a summary counts for its session); ``speaker_weight`` adds that much to a message whose
-speaker (message metadata ``"name"``) is one of ``speakers`` (a question about a person is
-mostly answered by what that person said); ``confidence_weight`` c multiplies by
-``1 - c + c * confidence``; ``recency_half_life`` h multiplies by ``0.5 ** (age / h)`` (age at
-``now``); ``min_score`` applies to the result; ``mmr`` (lambda) re-orders the best ``4 x top_k``
-by maximal marginal relevance. Ties are broken by recency (newer ``time`` first), then key.
+Ranking is not done here: ``_ranking`` holds it as pure functions over the candidates'
+arrays, driven by one ``SearchOptions``. This module asks the engines for candidates
+(``candidates`` of each), scores every candidate on both sides when ``rescore`` is on (a row
+only one engine proposed gets its real cosine from its stored vector, or its exact BM25),
+fetches the messages adjacent to the best candidates when ``neighbors`` is on, and hands the
+arrays to ``_ranking``.
 
 BM25 is computed exactly from the live statistics of the query's tenant (see
 ``_tantivy``), so deleted documents and other tenants never influence a score, and a
@@ -52,7 +39,6 @@ into terms, never parsed as query syntax.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import logging
@@ -69,6 +55,10 @@ from ..events import RecordedEvent
 from ..events import types as ev
 from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
+from ._ranking import VECTOR_WEIGHT, SearchOptions
+from ._ranking import confidence as _confidence
+from ._ranking import linear, minmax, order, recency, smooth, speaker_bonus
+from ._ranking import mmr as _mmr_pick
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
 from ._tantivy import TantivyChunks, query_terms
 
@@ -76,8 +66,6 @@ __all__ = ["ChunkIndex"]
 
 log = logging.getLogger(__name__)
 
-VECTOR_WEIGHT = 0.7
-TEXT_WEIGHT = 0.3
 MODES = ("hybrid", "vector", "text")
 _SESSION_KINDS = ("message", "summary")
 _HANDLED = frozenset({
@@ -229,120 +217,12 @@ class _Batch:
         return not (self.pending or self.deletes or self.confs)
 
 
-def _minmax(scores: dict[str, float]) -> dict[str, float]:
-    """Min-max normalise to [0, 1]; all-equal (or single) scores map to 1."""
-    if not scores:
-        return {}
-    lo, hi = min(scores.values()), max(scores.values())
-    if hi - lo <= 1e-12:
-        return {k: 1.0 for k in scores}
-    span = hi - lo
-    return {k: (v - lo) / span for k, v in scores.items()}
-
-
-def _number(field: str, value: Any, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo <= value <= hi):
-        raise InvalidInput(field, f"must be a number in [{lo:g}, {hi:g}]", value)
-    return float(value)
-
-
-def _pair(field: str, value: Any) -> tuple[float, float]:
-    """A weight for both sides, or a (previous, next) pair of weights, each in [0, 1]."""
-    if isinstance(value, (tuple, list)):
-        if len(value) != 2:
-            raise InvalidInput(field, "must be a number or a (previous, next) pair", value)
-        return (_number(field, value[0], 0.0, 1.0), _number(field, value[1], 0.0, 1.0))
-    w = _number(field, value, 0.0, 1.0)
-    return (w, w)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Options:
-    """Validated scoring options of one search (defaults: plain hybrid, no re-ranking)."""
-
-    vector_weight: float = VECTOR_WEIGHT
-    rescore: bool = True
-    stopwords: bool = True
-    neighbors: tuple[float, float] = (0.0, 0.0)
-    session_weight: float = 0.0
-    mmr: float | None = None
-    recency_half_life: dt.timedelta | None = None
-    now: dt.datetime | None = None
-    confidence_weight: float = 0.0
-    speakers: frozenset[str] = frozenset()
-    speaker_weight: float = 0.0
-
-    @classmethod
-    def check(cls, vector_weight: Any, rescore: Any, stopwords: Any, neighbors: Any, session_weight: Any, mmr: Any,
-              recency_half_life: Any, now: Any, confidence_weight: Any, speakers: Any = (),
-              speaker_weight: Any = 0.0) -> "_Options":
-        """Validate every option (``InvalidInput`` names the field)."""
-        if not isinstance(speakers, (list, tuple, set, frozenset)) or not all(isinstance(x, str) for x in speakers):
-            raise InvalidInput("speakers", "must be a collection of names (strings)", speakers)
-        for name, v in (("rescore", rescore), ("stopwords", stopwords)):
-            if not isinstance(v, bool):
-                raise InvalidInput(name, "must be True or False", v)
-        if recency_half_life is not None and (
-            not isinstance(recency_half_life, dt.timedelta) or recency_half_life <= dt.timedelta(0)
-        ):
-            raise InvalidInput("recency_half_life", "must be a positive datetime.timedelta", recency_half_life)
-        if now is not None and (not isinstance(now, dt.datetime) or now.utcoffset() is None):
-            raise InvalidInput("now", "must be a timezone-aware datetime", now)
-        return cls(
-            vector_weight=_number("vector_weight", vector_weight, 0.0, 1.0),
-            rescore=rescore,
-            stopwords=stopwords,
-            neighbors=_pair("neighbors", neighbors),
-            session_weight=_number("session_weight", session_weight, 0.0, 1.0),
-            mmr=None if mmr is None else _number("mmr", mmr, 0.0, 1.0),
-            recency_half_life=recency_half_life,
-            now=now,
-            confidence_weight=_number("confidence_weight", confidence_weight, 0.0, 1.0),
-            speakers=frozenset(speakers),
-            speaker_weight=_number("speaker_weight", speaker_weight, 0.0, 1.0),
-        )
-
-
 def _sequence(r: Row) -> int | None:
     """A message row's ``sequence`` (from its metadata), None for other rows."""
     if r.kind != "message" or not r.session_id:
         return None
     q = r.meta_dict().get("sequence")
     return q if isinstance(q, int) and not isinstance(q, bool) else None
-
-
-def _smooth(score: dict[str, float], rows: dict[str, Row], neighbors: tuple[float, float],
-            session: float) -> dict[str, float]:
-    """Add ``neighbors`` x the previous / next messages' scores and ``session`` x the session's best score.
-
-    Adjacent = the same session, message ``sequence`` one less / one more (chunk metadata);
-    only candidates take part. A message's score is its best chunk's; summaries count for
-    their session's best; rows without a session (facts, notes) keep their score.
-    """
-    msg: dict[tuple[str, int], float] = {}
-    best: dict[str, float] = {}
-    seq_of: dict[str, int] = {}
-    for k, s in score.items():
-        r = rows[k]
-        if not r.session_id:
-            continue
-        best[r.session_id] = max(best.get(r.session_id, 0.0), s)
-        if r.kind == "message":
-            q = r.meta_dict().get("sequence")
-            if isinstance(q, int) and not isinstance(q, bool):
-                seq_of[k] = q
-                msg[(r.session_id, q)] = max(msg.get((r.session_id, q), 0.0), s)
-    out = dict(score)
-    for k, s in score.items():
-        r = rows[k]
-        if not r.session_id:
-            continue
-        add = session * best.get(r.session_id, 0.0)
-        q = seq_of.get(k)
-        if q is not None:
-            add += neighbors[0] * msg.get((r.session_id, q - 1), 0.0) + neighbors[1] * msg.get((r.session_id, q + 1), 0.0)
-        out[k] = s + add
-    return out
 
 
 class ChunkIndex(Projection):
@@ -765,41 +645,28 @@ class ChunkIndex(Projection):
         since: dt.datetime | None = None,
         until: dt.datetime | None = None,
         min_score: float | None = None,
-        candidates: int = 50,
-        vector_weight: float = VECTOR_WEIGHT,
-        rescore: bool = True,
-        stopwords: bool = True,
-        neighbors: float | tuple[float, float] = 0.0,
-        session_weight: float = 0.0,
-        mmr: float | None = None,
-        recency_half_life: dt.timedelta | None = None,
-        now: dt.datetime | None = None,
-        confidence_weight: float = 0.0,
-        speakers: Sequence[str] | frozenset[str] = (),
-        speaker_weight: float = 0.0,
+        options: SearchOptions | None = None,
+        **option_fields: Any,
     ) -> list[SearchHit]:
         """Hybrid / vector / text search within one tenant (``since`` inclusive, ``until`` exclusive).
 
-        Options (see the module docstring for the scores): ``candidates`` rows asked of each
-        engine; ``vector_weight`` of the vector side in hybrid (the text side gets the rest);
-        ``rescore`` scores every candidate on both sides; ``stopwords`` drops question words
-        from the BM25 query; ``neighbors`` / ``session_weight`` add that share of the adjacent
-        messages' / the session's best score; ``speaker_weight`` is added to messages spoken
-        by one of ``speakers``; ``confidence_weight``, ``recency_half_life``
-        (with ``now``) and ``mmr`` (lambda) re-rank.
+        Scoring options come as one ``SearchOptions`` (``options``), or as its field names
+        (``option_fields``, validated by ``SearchOptions.check``), not both; see the module
+        docstring and ``_ranking`` for the scores.
         """
         if mode not in MODES:
             raise InvalidInput("mode", f"must be one of {', '.join(MODES)}", mode)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
             raise InvalidInput("top_k", "must be an int >= 0", top_k)
-        if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 1:
-            raise InvalidInput("candidates", "must be an int >= 1", candidates)
         if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, (int, float))):
             raise InvalidInput("min_score", "must be a number", min_score)
         if text is not None and not isinstance(text, str):
             raise InvalidInput("text", f"must be a string, not {type(text).__name__}", text)
-        opts = _Options.check(vector_weight, rescore, stopwords, neighbors, session_weight, mmr,
-                              recency_half_life, now, confidence_weight, speakers, speaker_weight)
+        if options is not None and option_fields:
+            raise InvalidInput(next(iter(option_fields)), "give options or option fields, not both")
+        if options is not None and not isinstance(options, SearchOptions):
+            raise InvalidInput("options", "must be a SearchOptions", options)
+        opts = options if options is not None else SearchOptions.check(**option_fields)
         f = Filters.build(tenant, kinds, user_id, session_id, exclude_session, category, since, until)
         qvec = self._query_vector(vector)
         if text is None and qvec is None:
@@ -814,7 +681,7 @@ class ChunkIndex(Projection):
             mode = "vector"
         if top_k == 0 or f.empty():
             return []
-        n = max(candidates, top_k)
+        n = max(opts.candidates, top_k)
         # Fetch a little more than n and cut at n ourselves, by (score, recency, key): the
         # engines break ties by physical row order, which differs between an incremental
         # build and a rebuild; this keeps the candidate lists (and so the fusion) identical.
@@ -865,11 +732,11 @@ class ChunkIndex(Projection):
         txt_hits: list[tuple[float, Row]],
         top_k: int,
         min_score: float | None,
-        opts: "_Options | None" = None,
+        opts: SearchOptions | None = None,
         qvec: np.ndarray | None = None,
         terms: Sequence[str] = (),
     ) -> list[SearchHit]:
-        opts = opts or _Options()
+        opts = opts or SearchOptions()
         vsim = {k: 1.0 - float(d) for k, d in vec_hits}
         rows: dict[str, Row] = {}
         bm25: dict[str, float] = {}
@@ -913,35 +780,41 @@ class ChunkIndex(Projection):
                     vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
                 vecs.update(got)
         if mode == "hybrid":
-            nv, nt = _minmax(vsim), _minmax(bm25)
-            w = opts.vector_weight
-            score = {k: w * nv.get(k, 0.0) + (1.0 - w) * nt.get(k, 0.0) for k in (nv.keys() | nt.keys()) if k in rows}
+            keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]
+            nv = dict(zip(vsim, minmax(np.fromiter(vsim.values(), np.float64, len(vsim)))))
+            nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
+            sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
+                        opts.vector_weight)
         elif mode == "vector":
-            score = {k: v for k, v in vsim.items() if k in rows}
+            keys = [k for k in vsim if k in rows]
+            sc = np.array([vsim[k] for k in keys], dtype=np.float64)
         else:
             best = max(bm25.values(), default=1.0) or 1.0
-            score = {k: v / best for k, v in bm25.items() if k in rows}
+            keys = [k for k in bm25 if k in rows]
+            sc = np.array([bm25[k] / best for k in keys], dtype=np.float64)
+        cand = [rows[k] for k in keys]
+        ts = np.array([r.ts for r in cand], dtype=np.int64)
         if any(opts.neighbors) or opts.session_weight:
-            score = _smooth(score, rows, opts.neighbors, opts.session_weight)
+            sc = smooth(sc, [r.session_id for r in cand], [_sequence(r) for r in cand], opts.neighbors,
+                        opts.session_weight)
         if opts.speaker_weight and opts.speakers:
-            sw, names = opts.speaker_weight, opts.speakers
-            score = {k: s + sw if rows[k].kind == "message" and rows[k].meta_dict().get("name") in names else s
-                     for k, s in score.items()}
+            names = opts.speakers
+            sc = speaker_bonus(sc, np.array([r.kind == "message" and r.meta_dict().get("name") in names for r in cand]),
+                               opts.speaker_weight)
         if opts.confidence_weight:
-            cw = opts.confidence_weight
-            score = {k: s * (1.0 - cw + cw * min(1.0, max(0.0, float(rows[k].confidence)))) for k, s in score.items()}
+            sc = _confidence(sc, np.array([float(r.confidence) for r in cand]), opts.confidence_weight)
         if opts.recency_half_life is not None:
             now_us = to_us(opts.now) if opts.now is not None else to_us(dt.datetime.now(dt.timezone.utc))
-            hl = opts.recency_half_life.total_seconds() * 1e6
-            score = {k: s * 0.5 ** (max(0, now_us - rows[k].ts) / hl) for k, s in score.items()}
-        order = sorted(score, key=lambda k: (-score[k], -rows[k].ts, k))
+            sc = recency(sc, ts, now_us, opts.recency_half_life.total_seconds() * 1e6)
+        score = dict(zip(keys, sc.tolist()))
+        ranked = [keys[i] for i in order(sc, ts.tolist(), keys)]
         if min_score is not None:
-            order = [k for k in order if score[k] >= min_score]
-        if opts.mmr is not None and len(order) > 1:
-            order = self._mmr(f, order, score, opts.mmr, top_k, vecs)
+            ranked = [k for k in ranked if score[k] >= min_score]
+        if opts.mmr is not None and len(ranked) > 1:
+            ranked = self._mmr(f, ranked, score, opts.mmr, top_k, vecs)
         out: list[SearchHit] = []
         # Each search unpacks its own rows, so a hit may keep its row's memoised metadata dict.
-        for k in order[:top_k]:
+        for k in ranked[:top_k]:
             r = rows[k]
             out.append(SearchHit(
                 id=r.id, kind=r.kind, text=r.text, score=float(score[k]), time=from_us(r.ts), tenant=r.tenant,
@@ -987,22 +860,7 @@ class ChunkIndex(Projection):
         pool = [k for k in pool if k in vecs]
         if len(pool) < 2:
             return order
-        mat = np.stack([vecs[k] for k in pool]).astype(np.float32)
-        mat /= np.maximum(np.linalg.norm(mat, axis=1, keepdims=True), 1e-12)
-        sims = mat @ mat.T
-        rel = np.array([score[k] for k in pool], dtype=np.float64)
-        top = float(np.abs(rel).max())
-        rel = rel / top if top > 1e-12 else np.ones_like(rel)  # the best relevance is 1, ratios kept
-        chosen: list[int] = []
-        best_sim = np.full(len(pool), -np.inf)
-        left = list(range(len(pool)))
-        while left and len(chosen) < top_k:
-            red = np.where(np.isfinite(best_sim[left]), best_sim[left], 0.0)
-            val = lam * rel[left] - (1.0 - lam) * red
-            i = left[int(np.argmax(val))]  # first maximum: ties keep the relevance order
-            chosen.append(i)
-            left.remove(i)
-            best_sim = np.maximum(best_sim, sims[i])
+        chosen = _mmr_pick(np.array([score[k] for k in pool]), np.stack([vecs[k] for k in pool]), lam, top_k)
         picked = [pool[i] for i in chosen]
         taken = set(picked)
         return picked + [k for k in order if k not in taken]

@@ -1,4 +1,7 @@
-"""RayRuntime: the same actors, placed by Ray for fleets of agents.
+"""The Ray host: the same actors, the log, the embedder and the views, placed by Ray for fleets.
+
+It sits beside the facade, above the layers (it hosts parts of every one of them):
+``open_ray`` returns the parts and the facade builds ``Memory`` from them.
 
 Topology (all named, so every client of a store finds the same actors):
 
@@ -17,6 +20,7 @@ LanceDB is imported lazily inside the ViewsActor (never before Ray forks workers
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import hashlib
 import os
@@ -28,18 +32,12 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import ray
 
-from ..errors import InvalidInput
-from ..events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
-from ..providers import LLM, Embedder, OfflineLLM, default_embedder
-from ._config import MemoryConfig
-from .curator import FactCurator
-from .notes import NotesActor
-from .runtime import Runtime
-from .schedules import SchedulesActor
-from .session import SessionActor
-from .summarizer import Summarizer
+from .actors import FactCurator, MemoryConfig, NotesActor, Runtime, SchedulesActor, SessionActor, Summarizer
+from .errors import InvalidInput
+from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
+from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
-__all__ = ["RayRuntime", "RemoteLog", "RemoteEmbedder", "open_ray", "ACTOR_OPTIONS"]
+__all__ = ["RayRuntime", "RemoteLog", "RemoteEmbedder", "FleetParts", "open_ray", "shutdown_store", "ACTOR_OPTIONS"]
 
 ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0}
 
@@ -272,7 +270,7 @@ class ViewsActor:
     """The projections of a store: state folds, chunk index, projector (LanceDB lives here)."""
 
     def __init__(self, path: str, log: Any, embedder: Any) -> None:
-        from ..memory import LocalViews  # lazily: imports LanceDB inside this worker only
+        from .projections import LocalViews  # lazily: LanceDB is imported inside this worker only
 
         self.views = LocalViews(Path(path), RemoteLog(log), RemoteEmbedder(embedder))
         self._lock = threading.Lock()
@@ -404,10 +402,22 @@ def store_key(path: str | os.PathLike[str]) -> str:
     return hashlib.blake2b(os.path.abspath(os.fspath(path)).encode(), digest_size=6).hexdigest()
 
 
+@dataclasses.dataclass(frozen=True)
+class FleetParts:
+    """What a store on Ray is made of; the facade builds ``Memory`` from it."""
+
+    path: Path
+    log: RemoteLog
+    embedder: RemoteEmbedder
+    llm: LLM
+    config: MemoryConfig
+    runtime: RayRuntime
+    views: RemoteViews
+
+
 def open_ray(
     path: str | os.PathLike[str],
     *,
-    tenant: str = "default",
     embedder: Embedder | None = None,
     llm: LLM | None = None,
     config: MemoryConfig | None = None,
@@ -415,10 +425,8 @@ def open_ray(
     address: str | None = None,
     fsync: str = "always",
     idle_seconds: float = 300.0,
-) -> Any:
-    """Open a store whose actors run on a Ray cluster (``address="auto"`` joins a running one)."""
-    from ..memory import Memory
-
+) -> FleetParts:
+    """Start (or join) a store's actors on a Ray cluster (``address="auto"`` joins a running one)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if not ray.is_initialized():
         ray.init(address=address, namespace="eidetica", include_dashboard=False, log_to_driver=False)
@@ -431,10 +439,7 @@ def open_ray(
     config = config or MemoryConfig()
     llm = llm or OfflineLLM()
     runtime = RayRuntime(key, log_h, emb_h, llm, config, idle_seconds, clock)
-    return Memory(
-        root, tenant=tenant, embedder=RemoteEmbedder(emb_h), llm=llm, config=config, clock=clock,
-        log=RemoteLog(log_h), runtime=runtime, views=RemoteViews(views_h, emb_h),
-    )
+    return FleetParts(root, RemoteLog(log_h), RemoteEmbedder(emb_h), llm, config, runtime, RemoteViews(views_h, emb_h))
 
 
 def shutdown_store(path: str | os.PathLike[str]) -> None:

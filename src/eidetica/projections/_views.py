@@ -1,0 +1,128 @@
+"""The views a store serves: the state folds and the chunk index of its current model, fed by a projector.
+
+Assembled here (not in the facade) so that both the facade and the Ray host can build them
+without reaching above the projections layer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import warnings
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..events import EventLog, RecordedEvent
+from ..events.types import decode
+from ..providers import Embedder
+from ._base import Projection
+from ._index import ChunkIndex
+from ._projector import Projector
+from ._state import StateProjection
+
+__all__ = ["LocalViews", "ModelView", "model_slug"]
+
+
+def model_slug(model_id: str) -> str:
+    """A model id as a directory name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", model_id)[:80]
+
+
+class ModelView(Projection):
+    """A ChunkIndex that only sees vectors of one embedding model (the store's current one)."""
+
+    def __init__(self, index: ChunkIndex, model_id: str) -> None:
+        self.index = index
+        self.model_id = model_id
+        self.name = index.name
+
+    def apply(self, events: Sequence[RecordedEvent]) -> None:
+        """Apply events, dropping vectors of other models."""
+        keep = [
+            e for e in events
+            if e.type != "ChunksEmbedded" or decode(e.payload).model_id == self.model_id  # type: ignore[attr-defined]
+        ]
+        self.index.apply(keep)
+
+    def checkpoint(self) -> dict[int, int]:
+        """The wrapped index's checkpoint."""
+        return self.index.checkpoint()
+
+    def save_checkpoint(self, checkpoint: dict[int, int]) -> None:
+        """Save the wrapped index's checkpoint."""
+        self.index.save_checkpoint(checkpoint)
+
+    def reset(self) -> None:
+        """Drop the wrapped index."""
+        self.index.reset()
+
+    def maintain(self, force: bool = False) -> None:
+        """Optimize the wrapped index (ANN build, fragment compaction) when due, or now."""
+        self.index.maintain(force)
+
+    def begin_rebuild(self) -> None:
+        """Put the wrapped index in bulk mode for a rebuild."""
+        self.index.begin_rebuild()
+
+    def end_rebuild(self, completed: bool = True) -> None:
+        """Finish (or discard) the wrapped index's bulk rebuild."""
+        self.index.end_rebuild(completed)
+
+    def close(self) -> None:
+        """Close the wrapped index."""
+        self.index.close()
+
+
+class LocalViews:
+    """The projections of a store in this process: state folds, the chunk index, the projector."""
+
+    def __init__(self, path: Path, log: EventLog, embedder: Embedder) -> None:
+        self.path = path
+        self.log = log
+        self.model_id = embedder.model_id
+        self.index_dir = path / "index" / model_slug(embedder.model_id)
+        self.rebuilt_after_damage: str | None = None
+        try:
+            self._open(embedder)
+            self.projector.catch_up()
+        except Exception as e:  # noqa: BLE001 - any damage: the log is the truth, rebuild from it
+            self.rebuilt_after_damage = f"{type(e).__name__}: {e}"
+            warnings.warn(f"eidetica: the index at {self.index_dir} was damaged ({e}); rebuilding it from the log", stacklevel=2)
+            try:
+                self.index.close()
+            except Exception:  # noqa: BLE001 - it is being thrown away
+                pass
+            shutil.rmtree(self.index_dir, ignore_errors=True)
+            self._open(embedder)
+            self.projector.catch_up()
+
+    def _open(self, embedder: Embedder) -> None:
+        self.index = None  # type: ignore[assignment]
+        self.state = StateProjection()
+        self.index = ChunkIndex(self.index_dir, dim=embedder.dim)
+        self.projector = Projector(self.log, [self.state, ModelView(self.index, embedder.model_id)])
+
+    def fresh(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> None:
+        """Build the projections in a new directory from the log, then swap them in."""
+        final = self.path / "index" / model_slug(embedder.model_id)
+        staging = final.with_name(final.name + ".new")
+        shutil.rmtree(staging, ignore_errors=True)
+        index = ChunkIndex(staging, dim=embedder.dim)
+        Projector(self.log, [StateProjection(), ModelView(index, embedder.model_id)]).rebuild(None, progress)
+        index.close()
+        self.index.close()
+        old = self.index_dir.with_name(self.index_dir.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if self.index_dir.exists():
+            os.replace(self.index_dir, old)
+        os.replace(staging, final)
+        shutil.rmtree(old, ignore_errors=True)  # old LanceDB versions and tantivy segments go with it
+        self.index_dir = final
+        self.model_id = embedder.model_id
+        self._open(embedder)
+        self.projector.catch_up()
+
+    def close(self) -> None:
+        """Close the index."""
+        self.index.close()
