@@ -304,3 +304,22 @@ def test_best_effort_mode_queues_failed_writes_and_loses_nothing(small_disk, clo
     with pytest.raises(InvalidInput) as ei:
         eidetica.open(small_disk / "t", on_write_error="ignore")
     assert ei.value.field == "on_write_error"
+
+
+# -- #17: one fact read model, read by the facade ---------------------------------------
+def test_list_memories_reads_the_one_fact_read_model(mem, clock) -> None:
+    a = mem.remember("Ada lives in Lisbon", "location", user="ada")
+    mem.remember("Ada lives in Lisbon", "location", user="ada")  # reinforced
+    b = mem.remember("Ada plays the cello", "hobby", user="ada")
+    clock.now = T0 + dt.timedelta(days=8)
+    mem.sweep()  # decays both
+    listed = mem.list_memories(user="ada")
+    state = {f.fact_id: f for f in mem.state.facts(mem.tenant, "ada")}
+    assert [h.id for h in listed] == [a, b]
+    for h in listed:
+        f = state[h.id]
+        assert (h.text, h.category, h.confidence, h.metadata["sources"]) == (f.content, f.category, f.confidence, f.sources)
+    assert [h.id for h in mem.list_memories(user="ada", category="Hobby")] == [b]
+    import eidetica.actors as actors
+
+    assert not hasattr(actors, "FactState")  # the second fact model is gone from the API

@@ -314,10 +314,15 @@ class Memory:
                             recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
-        """The user's active facts, strongest first."""
+        """The user's active facts, strongest first (from the one fact read model, ``projections.FactInfo``)."""
         check_id("user", user)
         _check_k("limit", limit)
-        facts = self.runtime.curator(self.tenant, user).active(category)[:limit]
+        self._sync()
+        facts = self.state.facts(self.tenant, user)
+        if category is not None:
+            want = sanitize_category(category)
+            facts = [f for f in facts if f.category == want]
+        facts = sorted(facts, key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id))[:limit]
         return [
             Hit(id=f.fact_id, kind="fact", text=f.content, score=round(f.confidence, 4), time=f.created,
                 category=f.category, user_id=user, confidence=f.confidence, source_id=f.fact_id,

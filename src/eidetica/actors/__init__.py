@@ -2,7 +2,7 @@
 
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Hit, Message
-from .curator import FactCurator, FactState
+from .curator import FactCurator
 from .notes import NotesActor
 from .runtime import LocalRuntime, Runtime
 from .schedules import ScheduleInfo, Schedules, SchedulesActor
@@ -15,7 +15,6 @@ __all__ = [
     "Hit",
     "Message",
     "FactCurator",
-    "FactState",
     "NotesActor",
     "LocalRuntime",
     "Runtime",

@@ -31,7 +31,7 @@ from ..providers import LLM, Embedder
 from ._config import MemoryConfig
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 
-__all__ = ["FactCurator", "FactState"]
+__all__ = ["FactCurator"]
 
 _TRIVIAL = {
     "ok", "okay", "okk", "kk", "k", "thanks", "thank you", "thx", "ty", "tysm", "yes", "yeah", "yep", "yup", "no", "nope",
@@ -58,8 +58,8 @@ def trivial(text: str) -> bool:
 
 
 @dataclass
-class FactState:
-    """A fact as the curator knows it."""
+class _FactState:
+    """What the curator decides with (write side: vectors, decay clocks); readers use ``projections.FactInfo``."""
 
     fact_id: str
     content: str
@@ -102,7 +102,7 @@ class FactCurator:
     def reload(self) -> None:
         """Rebuild the fold from the log."""
         with self._lock:
-            self.facts: dict[str, FactState] = {}
+            self.facts: dict[str, _FactState] = {}
             self.extracted: set[tuple[str, int]] = set()
             self.requests: dict[str, str] = {}  # request id -> fact id (retried calls are no-ops)
             self.version = self.log.stream_version(self.stream)
@@ -115,7 +115,7 @@ class FactCurator:
         if getattr(ev, "request_id", ""):
             self.requests[ev.request_id] = ev.fact_id  # type: ignore[attr-defined]
         if isinstance(ev, FactAsserted):
-            self.facts[ev.fact_id] = FactState(
+            self.facts[ev.fact_id] = _FactState(
                 ev.fact_id, ev.content, ev.category, ev.confidence, "active", time, time, time, sources=list(ev.sources)
             )
         elif isinstance(ev, ChunksEmbedded) and ev.kind == "fact":
@@ -154,7 +154,7 @@ class FactCurator:
             self._fold(e, t or now)
         return last
 
-    def active(self, category: str | None = None) -> list[FactState]:
+    def active(self, category: str | None = None) -> list[_FactState]:
         """Active facts, strongest first."""
         with self._lock:
             facts = [f for f in self.facts.values() if f.status == "active"]
@@ -162,7 +162,7 @@ class FactCurator:
             facts = [f for f in facts if f.category == sanitize_category(category)]
         return sorted(facts, key=lambda f: (-f.confidence, -f.reinforced.timestamp()))
 
-    def _nearest(self, vector: np.ndarray) -> tuple[FactState | None, float]:
+    def _nearest(self, vector: np.ndarray) -> tuple[_FactState | None, float]:
         if self._matrix is None:
             live = [f for f in self.facts.values() if f.status == "active" and f.vector is not None]
             self._matrix = ([f.fact_id for f in live], np.stack([f.vector for f in live]) if live else np.zeros((0, len(vector)), np.float32))
