@@ -214,18 +214,24 @@ class RemoteActor:
         if self._retired and self._factory is not None:
             object.__setattr__(self, "_handle", self._factory())
             object.__setattr__(self, "_retired", False)
-        for attempt in range(40):
-            object.__setattr__(self, "last_used", time.monotonic())  # busy: not idle
-            try:
-                return fn(self._handle)
-            except ray.exceptions.ActorDiedError:
-                if self._factory is None or attempt == 39:
-                    raise
-                # a killed actor frees its name asynchronously: until then get_if_exists
-                # may hand back the dying one, so back off and ask again
-                time.sleep(min(0.05 * (attempt + 1), 0.5))
-                object.__setattr__(self, "_handle", self._factory())
-        raise AssertionError("unreachable")
+        object.__setattr__(self, "busy", self.__dict__.get("busy", 0) + 1)  # the janitor never retires a busy actor
+        try:
+            for attempt in range(40):
+                object.__setattr__(self, "last_used", time.monotonic())  # busy: not idle
+                try:
+                    return fn(self._handle)
+                except ray.exceptions.ActorDiedError:
+                    if self._factory is None or attempt == 39:
+                        raise
+                    # a killed actor frees its name asynchronously: until then get_if_exists
+                    # may hand back the dying one, so back off and ask again
+                    time.sleep(min(0.05 * (attempt + 1), 0.5))
+                    object.__setattr__(self, "_handle", self._factory())
+                    object.__setattr__(self, "_retired", False)  # this one is alive: the janitor may retire it again
+            raise AssertionError("unreachable")
+        finally:
+            object.__setattr__(self, "last_used", time.monotonic())  # idle counts from the end of a call
+            object.__setattr__(self, "busy", self.__dict__.get("busy", 1) - 1)
 
     def __getattr__(self, name: str) -> Any:
         if callable(getattr(self._cls, name, None)):
@@ -376,7 +382,8 @@ class RayRuntime(Runtime):
         with self._lock:
             idle = [
                 p for k, p in self._proxies.items()
-                if k[0] == "session" and not p._retired and now - p.last_used > self.idle_seconds
+                if k[0] == "session" and not p._retired and not p.__dict__.get("busy")
+                and now - p.last_used > self.idle_seconds
             ]
             for p in idle:
                 # the proxy stays: a SessionHandle may still hold it, and its next call
