@@ -127,12 +127,12 @@ class SchedulesActor:
             self.version = self.log.stream_version(self.stream)
             self._view.apply(self.log.read_stream(self.stream))
 
-    def _commit(self, build: Callable[[], list[Any]]) -> None:
+    def _commit(self, build: Callable[[], list[Any]], now: dt.datetime | None = None) -> None:
         """Append what ``build`` decides on the current fold, with the fold's version expected; refold and redo on a race."""
         with self._lock:
             for attempt in range(3):
                 events = build()
-                now = self.clock()
+                now = now or self.clock()
                 news = [NewEvent.of(e, tenant=self.tenant, time=now) for e in events]
                 try:
                     first, _ = self.log.append(self.stream, news, self.version)
@@ -166,7 +166,7 @@ class SchedulesActor:
             return self._view.schedules(self.tenant, self.user_id)
 
     def create(self, name: str, cadence: str, expression: str, timezone: str = "UTC",
-               payload: dict[str, Any] | None = None) -> ScheduleInfo:
+               payload: dict[str, Any] | None = None, now: dt.datetime | None = None) -> ScheduleInfo:
         """Create a schedule; bad cadence, cron, time zone, past one-shot or short interval/cron raise InvalidInput."""
         check_text("name", name)
         if cadence not in CADENCES:
@@ -175,16 +175,17 @@ class SchedulesActor:
         payload = payload or {}
         if not isinstance(payload, dict):
             raise InvalidInput("payload", "must be a dict", payload)
-        nxt = next_run(cadence, expression, timezone, self.clock(), self.config.min_interval_seconds)
+        now = now or self.clock()  # the caller's clock: on Ray the actor's copy of a custom clock is frozen
+        nxt = next_run(cadence, expression, timezone, now, self.config.min_interval_seconds)
         if cadence == "once" and nxt is None:
             raise InvalidInput("expression", "a one-shot time must be in the future", expression)
         sid = f"sched-{uuid.uuid4()}"
         ev = ScheduleCreated(schedule_id=sid, user_id=self.user_id, name=name, cadence=cadence, expression=expression,
                              timezone=timezone, payload=payload, next_run_at=nxt)
-        self._commit(lambda: [ev])
+        self._commit(lambda: [ev], now)
         return self.get(sid)
 
-    def update(self, schedule_id: str, changes: dict[str, Any]) -> ScheduleInfo:
+    def update(self, schedule_id: str, changes: dict[str, Any], now: dt.datetime | None = None) -> ScheduleInfo:
         """Change name, cadence, expression, timezone, payload or enabled; the next run is recomputed."""
         bad = set(changes) - _UPDATABLE
         if bad:
@@ -202,7 +203,7 @@ class SchedulesActor:
             if merged["cadence"] not in CADENCES:
                 raise InvalidInput("cadence", f"must be one of {', '.join(CADENCES)}", merged["cadence"])
             merged["expression"] = str(merged["expression"])
-            nxt = next_run(merged["cadence"], merged["expression"], merged["timezone"], self.clock(),
+            nxt = next_run(merged["cadence"], merged["expression"], merged["timezone"], when,
                            self.config.min_interval_seconds)
             out = dict(changes)
             if "expression" in out:
@@ -210,20 +211,22 @@ class SchedulesActor:
             out["next_run_at"] = nxt.isoformat() if nxt else None
             return [ScheduleUpdated(schedule_id=schedule_id, changes=out)]
 
-        self._commit(build)
+        when = now or self.clock()
+        self._commit(build, when)
         return self.get(schedule_id)
 
-    def delete(self, schedule_id: str) -> None:
+    def delete(self, schedule_id: str, now: dt.datetime | None = None) -> None:
         """Delete a schedule."""
         def build() -> list[Any]:
             self._find(schedule_id)  # NotFound when it is gone (a refold redoes the check)
             return [ScheduleDeleted(schedule_id=schedule_id)]
 
-        self._commit(build)
+        self._commit(build, now)
 
-    def record_run(self, schedule_id: str, run: dict[str, Any], next_run_at: dt.datetime | None = None) -> ScheduleInfo:
+    def record_run(self, schedule_id: str, run: dict[str, Any], next_run_at: dt.datetime | None = None,
+                   now: dt.datetime | None = None) -> ScheduleInfo:
         """Record that a schedule ran; the next run defaults to the cadence's next time (none for a one-shot)."""
-        now = self.clock()
+        now = now or self.clock()
         run_at = run.get("run_at") or now
         if not isinstance(run_at, dt.datetime) or run_at.utcoffset() is None:
             raise InvalidInput("run_at", "must be a timezone-aware datetime", run_at)
@@ -238,7 +241,7 @@ class SchedulesActor:
             return [ScheduleRun(schedule_id=schedule_id, run_at=run_at, status=str(run.get("status", "ok")), result=result,
                                 next_run_at=nxt, output_summary=output_summary(output))]
 
-        self._commit(build)
+        self._commit(build, now)
         return self.get(schedule_id)
 
     def forget_user(self) -> None:
@@ -287,12 +290,14 @@ class Schedules:
     ) -> ScheduleInfo:
         """Create a schedule; bad cadence, cron, time zone, past one-shot or short interval raise InvalidInput."""
         check_id("user", user)
-        return self._trim(self._actor(user).create(name, cadence, str(expression), timezone, payload))
+        return self._trim(self._actor(user).create(name, cadence, str(expression), timezone, payload, self.clock()))
 
     def get(self, schedule_id: str, *, user: str | None = None) -> ScheduleInfo:
         """One schedule; ``NotFound`` when it is not this tenant's (or user's)."""
-        self._owner(schedule_id, user)
-        return self._trim(self._state().schedule(self.tenant, schedule_id))
+        s = self._state().schedule(self.tenant, schedule_id) if isinstance(schedule_id, str) else None
+        if s is None or (user is not None and s.user_id != user):
+            raise NotFound("schedule", str(schedule_id))
+        return self._trim(s)
 
     def search(self, query: str, *, user: str | None = None, limit: int = 20) -> list[ScheduleInfo]:
         """Schedules whose name or payload contains the query (case-insensitive)."""
@@ -306,11 +311,11 @@ class Schedules:
 
     def update(self, schedule_id: str, *, user: str | None = None, **changes: Any) -> ScheduleInfo:
         """Change name, cadence, expression, timezone, payload or enabled; the next run is recomputed."""
-        return self._trim(self._actor(self._owner(schedule_id, user)).update(schedule_id, changes))
+        return self._trim(self._actor(self._owner(schedule_id, user)).update(schedule_id, changes, self.clock()))
 
     def delete(self, schedule_id: str, *, user: str | None = None) -> None:
         """Delete a schedule."""
-        self._actor(self._owner(schedule_id, user)).delete(schedule_id)
+        self._actor(self._owner(schedule_id, user)).delete(schedule_id, self.clock())
 
     def due(self, now: dt.datetime | None = None, limit: int = 100) -> list[ScheduleInfo]:
         """Enabled schedules whose next run is at or before ``now``, soonest first (with runs and consecutive_failures)."""
@@ -325,4 +330,4 @@ class Schedules:
     ) -> ScheduleInfo:
         """Record a run (status, result, ``output``: summarised to 500 characters); the next run defaults to the cadence's."""
         run = {"status": run} if isinstance(run, str) else dict(run or {})
-        return self._trim(self._actor(self._owner(schedule_id, user)).record_run(schedule_id, run, next_run_at))
+        return self._trim(self._actor(self._owner(schedule_id, user)).record_run(schedule_id, run, next_run_at, self.clock()))
