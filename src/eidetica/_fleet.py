@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import ray
 
-from .actors import FactCurator, MemoryConfig, NotesActor, Runtime, SchedulesActor, SessionActor, Summarizer
+from .actors import FactCurator, ItemsActor, MemoryConfig, NotesActor, Runtime, SchedulesActor, SessionActor, Summarizer
 from .errors import InvalidInput
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
@@ -178,6 +178,8 @@ class ActorHost:
             self.actor = NotesActor(rlog, *args, remb, clock)
         elif kind == "schedules":
             self.actor = SchedulesActor(rlog, *args, config, clock)
+        elif kind == "items":
+            self.actor = ItemsActor(rlog, *args, remb, clock)
         elif kind == "summarizer":
             self.actor = Summarizer(rlog, llm, remb, config)
         else:
@@ -371,6 +373,10 @@ class RayRuntime(Runtime):
     def schedules(self, tenant: str, user_id: str) -> Any:
         """The schedules actor of a user (one writer per user, named: shared by every client)."""
         return self._actor("schedules", SchedulesActor, (tenant, user_id), (tenant, user_id))
+
+    def items(self, tenant: str, user_id: str) -> Any:
+        """The items actor of a user."""
+        return self._actor("items", ItemsActor, (tenant, user_id), (tenant, user_id))
 
     def summarizer(self) -> Any:
         """A Summarizer actor."""

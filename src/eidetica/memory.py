@@ -25,6 +25,7 @@ from .actors import (
     SessionActor,
     Summarizer,
 )
+from ._items import Items
 from .actors._text import check_id, check_text, sanitize_category
 from .errors import EideticaError, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
 from .events import (
@@ -128,6 +129,7 @@ class Memory:
             self._qlock = threading.RLock()
             self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
             self.schedules = self._schedules_face()
+            self.items = Items(self)
         except BaseException:
             self.log.close()
             raise
@@ -143,6 +145,7 @@ class Memory:
         view._owner = False  # closing a view leaves the store open
         view._names = {}
         view.schedules = view._schedules_face()
+        view.items = Items(view)
         return view
 
     def _schedules_face(self) -> Schedules:
@@ -350,6 +353,7 @@ class Memory:
             self.runtime.session(self.tenant, s.session_id, user).forget()
         self.runtime.curator(self.tenant, user).forget_user()
         self.runtime.notes(self.tenant, user).forget_user()
+        self.runtime.items(self.tenant, user).forget_user()
         self.runtime.schedules(self.tenant, user).forget_user()
         self._sync()
 
@@ -632,11 +636,12 @@ class Memory:
             for s in self.state.sessions(self.tenant):
                 self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
         if memories:
-            users = {parse_stream(s)[2] for s in self.log.streams() if s.split(":")[0] in ("facts", "notes")  # type: ignore[attr-defined]
+            users = {parse_stream(s)[2] for s in self.log.streams() if s.split(":")[0] in ("facts", "notes", "items")  # type: ignore[attr-defined]
                      and parse_stream(s)[1] == self.tenant}
             for u in sorted(users):
                 self.runtime.curator(self.tenant, u).forget_user()
                 self.runtime.notes(self.tenant, u).forget_user()
+                self.runtime.items(self.tenant, u).forget_user()
         self._sync()
 
     # -- deletion for real, model switches ----------------------------------------------
@@ -646,14 +651,24 @@ class Memory:
         deleted: set[str] = set()  # users asked: the content goes
         inactive: set[str] = set()  # superseded or pruned: history stays, rows go
         gone_types = {"SessionForgotten", "UserForgotten", "FactDeleted", "NoteDeleted", "FactSuperseded", "FactPruned"}
+        # items: (stream, item id) -> version of its last delete / its last put; the events of an
+        # item before its last delete are forgotten, its chunks before its last put are stale
+        item_gone: dict[tuple[str, str], int] = {}
+        item_put: dict[tuple[str, str], int] = {}
         for p in range(self.log.partitions):
             for batch in self.log.read_batches(partition=p):
                 types = batch.column("type").to_pylist()
-                if not gone_types.intersection(types):
+                if not gone_types.intersection(types) and not {"ItemDeleted", "ItemPut", "MessageRetracted"}.intersection(types):
                     continue
                 for ev in events_from_batch(batch):
-                    if ev.type in ("SessionForgotten", "UserForgotten"):
+                    if ev.type in ("ItemDeleted", "ItemPut"):
+                        seen = item_gone if ev.type == "ItemDeleted" else item_put
+                        k = (ev.stream, ev.decode().item_id)  # type: ignore[attr-defined]
+                        seen[k] = max(seen.get(k, -1), ev.version)
+                    elif ev.type in ("SessionForgotten", "UserForgotten"):
                         tombs[ev.stream] = max(tombs.get(ev.stream, -1), ev.version)
+                    elif ev.type == "MessageRetracted":
+                        deleted.add(ev.decode().message_id or "-")  # type: ignore[attr-defined]
                     elif ev.type in gone_types:
                         d = ev.decode()
                         ident = getattr(d, "fact_id", "") or getattr(d, "note_id", "")
@@ -668,11 +683,21 @@ class Memory:
                         continue
                     forgotten = ev.version < tombs.get(ev.stream, -1)
                     d = None
-                    if not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "NoteUpdated",
-                                                     "ChunksEmbedded"):
+                    if not forgotten and ev.type in ("ItemPut", "ItemTouched", "ItemDeleted"):
+                        forgotten = ev.version < item_gone.get((ev.stream, ev.decode().item_id), -1)  # type: ignore[attr-defined]
+                    elif not forgotten and ev.stream.startswith("items:") and ev.type == "ChunksEmbedded":
+                        d = ev.decode()
+                        k = (ev.stream, d.source_id)  # type: ignore[attr-defined]
+                        forgotten = ev.version < item_gone.get(k, -1)
+                        if not forgotten and ev.version < item_put.get(k, -1):
+                            continue  # an older value's chunks: not live, kept in the log as history
+                    elif not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "NoteUpdated",
+                                                       "ChunksEmbedded"):
                         d = ev.decode()
                         src = getattr(d, "source_id", None) or getattr(d, "fact_id", None) or getattr(d, "note_id", "")
                         forgotten = src in deleted
+                    elif not forgotten and ev.type == "MessageAppended":
+                        forgotten = ev.event_id.hex in deleted  # taken back (MessageRetracted)
                     if forgotten:
                         redact.setdefault(p, set()).add(ev.offset)
                     elif ev.type == "ChunksEmbedded":
@@ -870,6 +895,13 @@ class SessionHandle:
         """Resume: the last messages that fit ``token_budget``."""
         self.flush()
         return self._actor.restore(token_budget)
+
+    def pop(self) -> Message | None:
+        """Take back the last message (an event: ``MessageRetracted``); returns it, None when empty."""
+        self.flush()
+        msg = self._actor.retract_last()
+        self._m._sync()
+        return msg
 
     def forget(self) -> None:
         """Forget this session."""

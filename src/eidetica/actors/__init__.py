@@ -3,6 +3,7 @@
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Hit, Message
 from .curator import FactCurator
+from .items import ItemsActor
 from .notes import NotesActor
 from .runtime import LocalRuntime, Runtime
 from .schedules import ScheduleInfo, Schedules, SchedulesActor
@@ -16,6 +17,7 @@ __all__ = [
     "Message",
     "FactCurator",
     "NotesActor",
+    "ItemsActor",
     "LocalRuntime",
     "Runtime",
     "Schedules",

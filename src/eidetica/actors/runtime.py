@@ -11,6 +11,7 @@ from ..events import EventLog
 from ..providers import LLM, Embedder
 from ._config import MemoryConfig
 from .curator import FactCurator
+from .items import ItemsActor
 from .notes import NotesActor
 from .schedules import SchedulesActor
 from .session import SessionActor
@@ -33,6 +34,10 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def notes(self, tenant: str, user_id: str) -> NotesActor:
         """The notes actor of a user."""
+
+    def items(self, tenant: str, user_id: str) -> ItemsActor:
+        """The items actor of a user (the single writer of the user's framework store items)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def schedules(self, tenant: str, user_id: str) -> SchedulesActor:
@@ -92,6 +97,10 @@ class LocalRuntime(Runtime):
     def schedules(self, tenant: str, user_id: str) -> SchedulesActor:
         """The schedules actor of a user."""
         return self._get(("schedules", tenant, user_id), lambda: SchedulesActor(self.log, tenant, user_id, self.config, self.clock))
+
+    def items(self, tenant: str, user_id: str) -> ItemsActor:
+        """The items actor of a user."""
+        return self._get(("items", tenant, user_id), lambda: ItemsActor(self.log, tenant, user_id, self.embedder, self.clock))
 
     def summarizer(self) -> Summarizer:
         """The process's Summarizer."""

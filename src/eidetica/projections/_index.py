@@ -8,8 +8,11 @@ Row semantics
 * ``FactReinforced`` / ``FactDecayed`` set ``confidence`` on rows whose source_id is the fact.
 * ``FactSuperseded`` / ``FactDeleted`` / ``FactPruned`` delete rows whose source_id is the
   fact; ``NoteDeleted`` those of the note; ``SessionForgotten`` the message and summary rows
-  of the session; ``UserForgotten`` the user's rows of its stream's kind (facts, notes; a
+  of the session; ``UserForgotten`` the user's rows of its stream's kind (facts, notes, items; a
   schedules tombstone has no rows), every row of the user on another stream (always within the tenant).
+* ``ItemPut`` deletes the older rows of its item (the ``ChunksEmbedded`` written with it,
+  kind ``item``, brings the new ones; an item put with ``index=False`` has none);
+  ``ItemDeleted`` deletes the item's rows; ``MessageRetracted`` those of the message.
 
 Idempotence and order independence
 ----------------------------------
@@ -70,7 +73,8 @@ MODES = ("hybrid", "vector", "text")
 _SESSION_KINDS = ("message", "summary")
 _HANDLED = frozenset({
     "ChunksEmbedded", "FactReinforced", "FactDecayed", "FactSuperseded", "FactDeleted", "FactPruned",
-    "NoteDeleted", "SessionForgotten", "UserForgotten",
+    "NoteDeleted", "SessionForgotten", "UserForgotten", "ItemPut", "ItemDeleted",
+    "MessageRetracted",
 })
 FORMAT = 1
 _SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
@@ -78,7 +82,9 @@ _SEEDS = 5  # best candidates per side whose adjacent messages join the candidat
 
 # UserForgotten on a user's facts / notes / schedules stream deletes rows of that kind only
 # (schedules have none); on any other stream, every row of the user.
-_USER_FORGET_KINDS: dict[str, tuple[str, ...] | None] = {"facts": ("fact",), "notes": ("note",), "schedules": ()}
+_USER_FORGET_KINDS: dict[str, tuple[str, ...] | None] = {
+    "facts": ("fact",), "notes": ("note",), "items": ("item",), "schedules": (),
+}
 
 
 class _Marks:
@@ -389,6 +395,13 @@ class ChunkIndex(Projection):
             kinds = _USER_FORGET_KINDS.get(rec.stream.split(":", 1)[0])
             if kinds != ():
                 self._delete(b, Pred(tenant, "user_id", e.user_id, etime, kinds))
+        elif isinstance(e, ev.ItemPut):
+            # a new value replaces the old rows; no mark: the new rows come at this same time
+            self._delete(b, Pred(tenant, "source_id", e.item_id, etime), mark=False)
+        elif isinstance(e, ev.ItemDeleted):
+            self._delete(b, Pred(tenant, "source_id", e.item_id, etime))
+        elif isinstance(e, ev.MessageRetracted):
+            self._delete(b, Pred(tenant, "source_id", e.message_id, etime))
 
     def _delete(self, b: _Batch, p: Pred, mark: bool = True) -> None:
         if not p.value:
