@@ -310,12 +310,13 @@ def test_best_effort_mode_queues_failed_writes_and_loses_nothing(small_disk, clo
 def test_list_memories_reads_the_one_fact_read_model(mem, clock) -> None:
     a = mem.remember("Ada lives in Lisbon", "location", user="ada")
     mem.remember("Ada lives in Lisbon", "location", user="ada")  # reinforced
-    b = mem.remember("Ada plays the cello", "hobby", user="ada")
+    b = mem.remember("cello lessons happen every Tuesday evening", "hobby", user="ada")
     clock.now = T0 + dt.timedelta(days=8)
     mem.sweep()  # decays both
     listed = mem.list_memories(user="ada")
     state = {f.fact_id: f for f in mem.state.facts(mem.tenant, "ada")}
-    assert [h.id for h in listed] == [a, b]
+    assert sorted(h.id for h in listed) == sorted([a, b]) == sorted(state)
+    assert [h.confidence for h in listed] == sorted((h.confidence for h in listed), reverse=True)
     for h in listed:
         f = state[h.id]
         assert (h.text, h.category, h.confidence, h.metadata["sources"]) == (f.content, f.category, f.confidence, f.sources)
