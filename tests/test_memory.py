@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import eidetica
+import eidetica._client
 from eidetica.actors import MemoryConfig, Summarizer
 from eidetica.errors import EmbeddingModelChanged, InvalidInput, NotFound, WrongExpectedVersion
 from eidetica.events.streams import facts_stream, session_stream, summary_stream
@@ -25,7 +26,13 @@ class Clock:
     """A settable clock so decay and schedules can be tested without waiting."""
 
     def __init__(self, now: dt.datetime = T0) -> None:
+        self.sink = None  # a served store reads its clock from this file
         self.now = now
+
+    def __setattr__(self, name, value) -> None:
+        object.__setattr__(self, name, value)
+        if name == "now" and getattr(self, "sink", None) is not None:
+            self.sink.write_text(value.isoformat())
 
     def __call__(self) -> dt.datetime:
         return self.now
@@ -48,16 +55,42 @@ def ray_cluster():
         ray.shutdown()
 
 
-@pytest.fixture(params=["local", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.ray])])
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One real `eidetica serve` process for the module's remote-parametrised tests (each test gets its own tenant)."""
+    from tests.served import Served
+
+    d = tmp_path_factory.mktemp("served")
+    (d / "clock").write_text(T0.isoformat())
+    server = Served(d / "store", clock_file=d / "clock").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["local", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.ray]),
+                        pytest.param("remote", marks=[pytest.mark.slow])])
 def runtime(request) -> str:
-    """The behaviour suite runs on both runtimes."""
+    """The behaviour suite runs on both runtimes, and through eidetica.connect() against a served store."""
     if request.param == "ray":
         request.getfixturevalue("ray_cluster")
     return request.param
 
 
 @pytest.fixture
-def mem(tmp_path, clock, runtime):
+def mem(tmp_path, clock, runtime, request):
+    if runtime == "remote":
+        import uuid
+
+        from eidetica._server import KeyStore
+
+        server = request.getfixturevalue("served")
+        _, key = KeyStore(server.store).create(f"t-{uuid.uuid4().hex[:12]}")  # a fresh tenant: a fresh store
+        clock.sink = server.clock_file
+        clock.now = clock.now
+        m = eidetica.connect(server.url, api_key=key)
+        yield m
+        m.close()
+        return
     m = eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock, runtime=runtime)
     yield m
     m.close()
@@ -87,7 +120,18 @@ def wait_for_lock_release(lock_path, timeout: float = 60.0) -> None:
         os.close(fd)
 
 
+def is_remote(m) -> bool:
+    return isinstance(m, eidetica._client.RemoteMemory)
+
+
+def log_head(m) -> int:
+    return m.stats()["events"] if is_remote(m) else m.log.head()
+
+
 def reopen(m, **kw):
+    if is_remote(m):  # a new client of the same served store
+        m.close()
+        return eidetica.connect(m.url, api_key=m.api_key)
     path, clock, emb = m.path, m.clock, m.embedder
     ray_mode = getattr(m.runtime, "key", None) is not None
     m.close()
@@ -147,11 +191,11 @@ def test_sequences_are_monotonic_and_repeats_rejected(mem) -> None:
 def test_bad_messages_name_the_field_and_store_nothing(mem, role, content, field) -> None:
     s = mem.session("s1", user="ada")
     s.append("user", "keep me")
-    before = mem.log.head()
+    before = log_head(mem)
     with pytest.raises(InvalidInput) as ei:
         s.append(role, content)
     assert ei.value.field == field
-    assert mem.log.head() == before
+    assert log_head(mem) == before
     assert len(s) == 1
 
 
@@ -305,13 +349,13 @@ def test_decay_and_prune_run_on_the_sweep(mem, clock) -> None:
     assert mem.sweep()["decayed"] == 1
     assert mem.list_memories(user="ada")[0].confidence == pytest.approx(0.95)
     assert mem.sweep()["decayed"] == 0  # not again until another 7 days pass
-    cur = mem.runtime.curator("default", "ada")
     for week in range(2, 40):
         clock.now = T0 + dt.timedelta(days=8 * week)
         mem.sweep()
-        if cur.facts[fid].status != "active":
+        if fid not in {h.id for h in mem.list_memories(user="ada")}:
             break
-    assert cur.facts[fid].status == "pruned"
+    if not is_remote(mem):
+        assert mem.runtime.curator("default", "ada").facts[fid].status == "pruned"
     assert clock.now - T0 >= dt.timedelta(days=30)
 
 
@@ -670,7 +714,7 @@ def test_local_runtime_imports_no_ray(tmp_path) -> None:
     assert out.stdout.strip() == "False", out.stderr
 
 
-def test_bad_arguments_are_clear(mem) -> None:
+def test_bad_arguments_are_clear(mem, tmp_path) -> None:
     with pytest.raises(InvalidInput) as ei:
         mem.recall("x", user="")
     assert ei.value.field == "user"
@@ -681,4 +725,4 @@ def test_bad_arguments_are_clear(mem) -> None:
         mem.session("s", user="u", strategy="magic")
     assert ei.value.field == "strategy"
     with pytest.raises(InvalidInput):
-        eidetica.open(mem.path / "other", runtime="cloud")
+        eidetica.open(tmp_path / "other", runtime="cloud")

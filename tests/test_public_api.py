@@ -9,6 +9,7 @@ def test_exported_names_are_pinned() -> None:
         [
             "__version__",
             "open",
+            "connect",
             "Memory",
             "SessionHandle",
             "MemoryConfig",
@@ -33,6 +34,7 @@ def test_exported_names_are_pinned() -> None:
             "NotFound",
             "ProviderError",
             "StorageError",
+            "Unauthorized",
         ]
     )
     for name in eidetica.__all__:
@@ -89,6 +91,7 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         errors.NotFound("fact", "f1"),
         errors.ProviderError("down"),
         errors.StorageError(28, "No space left on device", "/x/log"),
+        errors.Unauthorized("revoked"),
     ]
     for e in cases:
         back = pickle.loads(pickle.dumps(e))

@@ -15,12 +15,14 @@ from .errors import (
     ProviderError,
     StorageError,
     StoreLocked,
+    Unauthorized,
     UnknownEventType,
     WrongExpectedVersion,
 )
 from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
 from .memory import Memory, SessionHandle, open
+from ._client import connect
 
 __version__ = "0.1.0"
 
@@ -28,6 +30,7 @@ __all__ = [
     "__version__",
     # the agent-facing API
     "open",
+    "connect",
     "Memory",
     "SessionHandle",
     "MemoryConfig",
@@ -54,4 +57,5 @@ __all__ = [
     "NotFound",
     "ProviderError",
     "StorageError",
+    "Unauthorized",
 ]

@@ -292,9 +292,22 @@ def stats(
     table = Table(title=f"eidetica store {path}")
     table.add_column("what")
     table.add_column("value", justify="right")
+    snap = s.pop("snapshot", None) or {}
     for k, v in s.items():
         table.add_row(k, json.dumps(v, default=str) if isinstance(v, dict) else f"{v:,}" if isinstance(v, int) else str(v))
+    age = snap.get("age_s")
+    table.add_row("snapshot age", "none (a start replays the whole log)" if age is None else f"{age:,.1f} s")
+    table.add_row("snapshot tail", f"{snap.get('tail_events', 0):,} events")
     console.print(table)
+
+
+@app.command()
+def snapshot(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+    """Write a snapshot of the in-memory state now (a start then replays only what follows it)."""
+    t = time.perf_counter()
+    with _open(path, tenant, model) as m:
+        where = m.snapshot()
+    console.print(f"snapshot written to {where} in {time.perf_counter() - t:.1f} s" if where else "nothing to snapshot: the store is empty")
 
 
 @app.command()
@@ -327,6 +340,73 @@ def tail(
             stop.wait(0.5)
     except KeyboardInterrupt:
         pass
+
+
+# -- serving: HTTP API + MCP ------------------------------------------------------------
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind (non-loopback needs API keys)"),
+    port: int = typer.Option(8765, "--port", min=0, max=65535),
+    runtime: str = typer.Option("local", "--runtime", help="local | ray"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray address (with --runtime ray)"),
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Serve the store over HTTP (JSON API, /docs, /mcp); clients use eidetica.connect(url, api_key=...)."""
+    from . import memory
+    from ._server import serve as run_server
+
+    kw = {"address": address} if runtime == "ray" and address else {}
+    with memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime=runtime, **kw) as m:
+        run_server(m, host=host, port=port)
+
+
+@app.command()
+def mcp(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+    """Serve the store as MCP tools over stdio (for desktop and coding agents)."""
+    from ._server import serve_mcp_stdio
+
+    with _open(path, tenant, model) as m:
+        serve_mcp_stdio(m)
+
+
+keys_app = typer.Typer(help="API keys of `eidetica serve`: each key acts in one tenant.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: str = typer.Option(..., "--tenant", "-t", help="the tenant the key acts in"),
+    name: str = typer.Option("", "--name", help="a label (who or what uses the key)"),
+    path: Path = PATH,
+) -> None:
+    """Create a key; it is shown once, alone on the last line (only a salted hash is stored)."""
+    from ._server import KeyStore
+
+    key_id, key = KeyStore(path).create(tenant, name)
+    err.print(f"key {key_id} for tenant {tenant!r} created; store it now, it is not shown again:")
+    print(key)
+
+
+@keys_app.command("list")
+def keys_list(path: Path = PATH) -> None:
+    """Key ids, tenants, names and creation times (never the keys)."""
+    from ._server import KeyStore
+
+    table = Table(title="API keys")
+    for col in ("id", "tenant", "name", "created"):
+        table.add_column(col)
+    for k in KeyStore(path).list():
+        table.add_row(k["id"], escape(k["tenant"]), escape(k["name"]), k["created"])
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str, path: Path = PATH) -> None:
+    """Revoke a key by its id (a running server refuses it from its next request)."""
+    from ._server import KeyStore
+
+    KeyStore(path).revoke(key_id)
+    console.print(f"revoked {key_id}")
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ caller catches either the root or one precise leaf::
     ├── EmbeddingModelChanged  the store was built with another embedder
     ├── DimensionMismatch      a vector has the wrong length for the store
     ├── NotFound               the id names nothing (in this tenant)
+    ├── Unauthorized           a server request without a valid API key (missing, unknown, revoked)
     ├── ProviderError          an embedding or LLM provider failed after retries
     └── StorageError           the disk refused a write (full, read-only, I/O error); carries errno and path
 """
@@ -32,6 +33,7 @@ __all__ = [
     "NotFound",
     "ProviderError",
     "StorageError",
+    "Unauthorized",
 ]
 
 
@@ -157,6 +159,15 @@ class StorageError(EideticaError, OSError):
 
     def __str__(self) -> str:
         return f"cannot write to {self.path}: {self.problem}" + (f" (errno {self.errno})" if self.errno else "")
+
+
+class Unauthorized(EideticaError):
+    """A request to ``eidetica serve`` carried no valid API key (missing, unknown or revoked)."""
+
+    def __init__(self, problem: str = "a valid API key is required") -> None:
+        self._init_args = (problem,)
+        self.problem = problem
+        super().__init__(problem)
 
 
 def _version_name(v: int) -> str:

@@ -125,7 +125,9 @@ class Memory:
         self._closed = False
         try:
             self._check_embedder()
-            self.views = views or LocalViews(self.path, self.log, self.embedder)
+            self.views = views or LocalViews(self.path, self.log, self.embedder,
+                                             snapshot_events=self.config.snapshot_events,
+                                             snapshot_seconds=self.config.snapshot_seconds)
             self._qlock = threading.RLock()
             self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
             self.schedules = self._schedules_face()
@@ -288,11 +290,16 @@ class Memory:
             self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
 
     # -- facts -----------------------------------------------------------------------
-    def remember(self, content: str, category: str = "general", *, user: str) -> str:
-        """Store a fact about a user; returns its id (an existing id when it reinforced one)."""
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
+        """Store a fact about a user; returns its id (an existing id when it reinforced one).
+
+        ``request_id`` (caller-chosen) makes a retry return the first call's id, writing nothing.
+        """
         check_id("user", user)
         check_text("content", content)
-        rid = uuid.uuid4().hex  # the request id makes a retried (queued) call exactly-once
+        if request_id is not None:
+            check_id("request_id", request_id)
+        rid = request_id or uuid.uuid4().hex  # the request id makes a retried (queued) call exactly-once
         return self._write(
             "remember", lambda: self.runtime.curator(self.tenant, user).remember(content, category, request_id=rid),
             f"pending:{rid}",
@@ -389,10 +396,7 @@ class Memory:
             return cached[1]
         names: set[str] = set()
         for s in sessions:
-            for msg in self.state.messages(self.tenant, s.session_id):
-                name = (msg.metadata or {}).get("name")
-                if isinstance(name, str) and name.strip():
-                    names.add(name.strip())
+            names.update(self.state.names(self.tenant, s.session_id))
         out = frozenset(names)
         self._names[user] = (sig, out)
         return out
@@ -558,7 +562,26 @@ class Memory:
             "summaries_stale": self.runtime.summarizer().stale,
             "extraction_failures": self.extraction_failures,
             "embedder": self.embedder.model_id,
+            "snapshot": self._snapshot_stats(),
         }
+
+    def _snapshot_stats(self) -> dict[str, Any]:
+        """The state snapshot's age and the tail a start would replay after it."""
+        info = self.state.snapshot_info()
+        ck, created = info["checkpoint"], info["created"]
+        heads = {p: self.log.head(p) for p in range(self.log.partitions)}
+        return {
+            "age_s": None if created is None else round((_utcnow() - created).total_seconds(), 1),
+            "tail_events": sum(h - ck.get(p, 0) for p, h in heads.items()),
+            "path": info["path"],
+        }
+
+    def snapshot(self) -> str | None:
+        """Write a snapshot of the in-memory state now; returns its directory (None when the store is empty)."""
+        self._sync()
+        with self._qlock:
+            paths = self.projector.snapshot()
+        return paths[0] if paths else None
 
     def _tenant_events(self) -> Iterator[RecordedEvent]:
         for p in range(self.log.partitions):
@@ -797,12 +820,19 @@ class SessionHandle:
         *,
         time: dt.datetime | None = None,
         sequence: int | None = None,
+        event_id: uuid.UUID | None = None,
     ) -> int:
-        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle."""
+        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle.
+
+        ``event_id`` (caller-chosen) makes a retried append idempotent (``eidetica.connect`` sets one).
+        """
         if role == "system":
             self.system_prompt = check_text("content", content)
             return self._m.log.head(self._m.log.partition_of(self._actor.stream)) - 1
-        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence}
+        if event_id is not None and not isinstance(event_id, uuid.UUID):
+            raise InvalidInput("event_id", "must be a uuid.UUID", event_id)
+        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence,
+                "event_id": event_id}
         if not self.buffer_size:
             return self.extend([item])
         from .actors import ROLES
