@@ -312,7 +312,9 @@ class _ScheduleRow(msgspec.Struct, array_like=True):
     created: dt.datetime
     updated: dt.datetime
     runs: list[uuid.UUID]
-    last: ev.ScheduleRun | None
+    history: list[dict[str, Any]]
+    run_count: int
+    failures: int
 
 
 _ENC = msgspec.msgpack.Encoder()
@@ -330,7 +332,7 @@ class StateProjection(Projection):
     """In-memory folds of sessions, summaries, facts, notes and schedules, per tenant."""
 
     name = "state"
-    SCHEMA_VERSION = 2  # of the snapshot tables; bump on any change to them (older ones are then refused)
+    SCHEMA_VERSION = 3  # of the snapshot tables; bump on any change to them (older ones are then refused)
 
     def __init__(
         self,
@@ -985,9 +987,12 @@ class StateProjection(Projection):
             "schedule_user": pa.array([x[3].user_id for x in sc], pa.string()),
             "detail": pa.array([_ENC.encode(_ScheduleRow(
                 {k: v for k, v in x[3].fields.items() if k != "next_run_at"}, _as_time(x[3].fields.get("next_run_at")),
-                x[3].created, x[3].updated, sorted(x[3].runs), x[3].last)) for x in sc], pa.binary()),
+                x[3].created, x[3].updated, sorted(x[3].runs), x[3].history, x[3].run_count,
+                x[3].failures)) for x in sc], pa.binary()),
         })
-        tb = [("user", k, t) for k, t in self._user_tomb.items()] + [("session", k, t) for k, t in self._session_tomb.items()]
+        # a user tombstone is per scope (facts, notes, items, schedules or all): kind "user:<scope>"
+        tb = ([(f"user:{k[2]}", k[:2], t) for k, t in self._user_tomb.items()]
+              + [("session", k, t) for k, t in self._session_tomb.items()])
         tombs = pa.table({
             "kind": pa.array([x[0] for x in tb], pa.string()),
             "tenant": pa.array([x[1][0] for x in tb], pa.string()),
@@ -1074,12 +1079,16 @@ class StateProjection(Projection):
             d = sdec.decode(r["detail"])
             x = _Schedule.__new__(_Schedule)
             x.user_id, x.fields = r["schedule_user"], dict(d.fields, next_run_at=d.next_run_at)
-            x.created, x.updated, x.runs, x.last = d.created, d.updated, set(d.runs), d.last
+            x.created, x.updated, x.runs = d.created, d.updated, set(d.runs)
+            x.history, x.run_count, x.failures = list(d.history), d.run_count, d.failures
             self._schedules.setdefault((r["tenant"], r["user_id"]), {})[r["schedule_id"]] = x
             self._schedule_owner[(r["tenant"], r["schedule_id"])] = r["user_id"]
         tb = t["tombstones"]
         for kind, tenant, ident, tm in zip(_col(tb, "kind"), _col(tb, "tenant"), _col(tb, "id"), _col(tb, "time")):
-            (self._user_tomb if kind == "user" else self._session_tomb)[(tenant, ident)] = tm
+            if kind.startswith("user:"):
+                self._user_tomb[(tenant, ident, kind.split(":", 1)[1])] = tm
+            else:
+                self._session_tomb[(tenant, ident)] = tm
         idec = msgspec.msgpack.Decoder(ItemInfo)
         it = t["items"]
         for tenant, iid, version, detail in zip(_col(it, "tenant"), _col(it, "item_id"), _col(it, "version"),
