@@ -34,6 +34,7 @@ def test_exported_names_are_pinned() -> None:
             "DimensionMismatch",
             "NotFound",
             "ProviderError",
+            "StorageError",
             "Unauthorized",
         ]
     )
@@ -90,6 +91,7 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         errors.DimensionMismatch(384, 12),
         errors.NotFound("fact", "f1"),
         errors.ProviderError("down"),
+        errors.StorageError(28, "No space left on device", "/x/log"),
         errors.Unauthorized("revoked"),
     ]
     for e in cases:

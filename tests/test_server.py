@@ -82,7 +82,7 @@ async def _mcp_round_trip(client) -> None:
         {"role": "user", "content": "We booked the ryokan in Kyoto for April"}]})
     assert "ryokan" in _text(await client.call_tool("read_session", {"session_id": "s1", "user": "ada"}))
     assert "ryokan" in _text(await client.call_tool("search_memory", {"query": "Kyoto ryokan", "user": "ada"}))
-    assert "peanuts" in _text(await client.call_tool("get_context", {"query": "what can Ada eat", "user": "ada"}))
+    assert "peanuts" in _text(await client.call_tool("get_context", {"query": "is Ada allergic to peanuts", "user": "ada"}))
     assert "note-" in _text(await client.call_tool("store_note", {"text": "flight lands 10:40", "user": "ada"}))
     await client.call_tool("forget_memory", {"fact_id": fid, "user": "ada"})
     assert "peanuts" not in _text(await client.call_tool("list_memories", {"user": "ada"}))

@@ -29,6 +29,7 @@ STATUS: dict[type[BaseException], int] = {
     errors.ProviderError: 502,
     errors.CorruptLog: 500,
     errors.UnknownEventType: 500,
+    errors.StorageError: 507,  # Insufficient Storage: the disk refused the write
 }
 
 

@@ -14,7 +14,8 @@ caller catches either the root or one precise leaf::
     ├── DimensionMismatch      a vector has the wrong length for the store
     ├── NotFound               the id names nothing (in this tenant)
     ├── Unauthorized           a server request without a valid API key (missing, unknown, revoked)
-    └── ProviderError          an embedding or LLM provider failed after retries
+    ├── ProviderError          an embedding or LLM provider failed after retries
+    └── StorageError           the disk refused a write (full, read-only, I/O error); carries errno and path
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "DimensionMismatch",
     "NotFound",
     "ProviderError",
+    "StorageError",
     "Unauthorized",
 ]
 
@@ -158,6 +160,20 @@ class NotFound(EideticaError, KeyError):
 
 class ProviderError(EideticaError):
     """An embedding or LLM provider failed (after its retries)."""
+
+
+class StorageError(EideticaError, OSError):
+    """The disk refused a write (``errno``, ``path``); nothing of the failed write was kept. Also an ``OSError``."""
+
+    def __init__(self, errno: int | None, problem: str, path: str) -> None:
+        self._init_args = (errno, problem, path)
+        OSError.__init__(self, errno, f"cannot write to {path}: {problem}")
+        self.errno = errno
+        self.problem = problem
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"cannot write to {self.path}: {self.problem}" + (f" (errno {self.errno})" if self.errno else "")
 
 
 class Unauthorized(EideticaError):

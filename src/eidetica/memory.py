@@ -26,7 +26,7 @@ from ._compaction import plan_compaction
 from ._items import Items
 from ._names import name_pattern, names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
-from .actors._text import check_id, check_text
+from .actors._text import check_id, check_text, sanitize_category
 from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
 from .events import (
     ArrowLog,
@@ -34,9 +34,9 @@ from .events import (
     EventLog,
     NewEvent,
     RecordedEvent,
-    UserForgotten,
 )
-from .events.streams import meta_stream, parse_stream, schedules_stream
+from ._pending import WRITE_ERROR_MODES, PendingWrites
+from .events.streams import meta_stream, parse_stream
 from .projections import LocalViews, SearchHit
 from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SELF, SearchOptions, speaker_label, time_windows
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
@@ -60,22 +60,30 @@ def open(  # noqa: A001 - the contract's name
     config: MemoryConfig | None = None,
     clock: Callable[[], dt.datetime] | None = None,
     fsync: str = "always",
+    on_write_error: str = "raise",
     **options: Any,
 ) -> "Memory":
-    """Open (or create) a memory store at ``path`` for one tenant."""
+    """Open (or create) a memory store at ``path`` for one tenant.
+
+    ``on_write_error="queue"``: best effort, a write the disk refuses never raises into the
+    agent; it is queued in memory, retried and logged (see ``eidetica._pending``).
+    """
     if runtime not in ("local", "ray"):
         raise InvalidInput("runtime", "must be 'local' or 'ray'", runtime)
+    if on_write_error not in WRITE_ERROR_MODES:
+        raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
     if runtime == "ray":
         from ._fleet import open_ray  # imported only when asked for: Ray is heavy
 
         parts = open_ray(path, embedder=embedder, llm=llm, config=config, clock=clock, **options)
         return Memory(
             parts.path, tenant=tenant, embedder=parts.embedder, llm=parts.llm, config=parts.config, clock=clock,
-            log=parts.log, runtime=parts.runtime, views=parts.views,
+            log=parts.log, runtime=parts.runtime, views=parts.views, on_write_error=on_write_error,
         )
     if options:
         raise InvalidInput(sorted(options)[0], "is not an option of the local runtime")
-    return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync)
+    return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync,
+                  on_write_error=on_write_error)
 
 
 class Memory:
@@ -94,8 +102,12 @@ class Memory:
         log: EventLog | None = None,
         runtime: Runtime | None = None,
         views: Any = None,
+        on_write_error: str = "raise",
     ) -> None:
         self.tenant = check_id("tenant", tenant)
+        if on_write_error not in WRITE_ERROR_MODES:
+            raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
+        self._pending: PendingWrites | None = PendingWrites() if on_write_error == "queue" else None
         if config is not None and not isinstance(config, MemoryConfig):
             raise InvalidInput("config", "must be a MemoryConfig", config)
         self.config = config or MemoryConfig()
@@ -113,7 +125,7 @@ class Memory:
                                              snapshot_seconds=self.config.snapshot_seconds)
             self._qlock = threading.RLock()
             self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
-            self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
+            self.schedules = self._schedules_face()
             self.items = Items(self)
         except BaseException:
             self.log.close()
@@ -129,9 +141,17 @@ class Memory:
         view.tenant = check_id("tenant", tenant)
         view._owner = False  # closing a view leaves the store open
         view._names = {}
-        view.schedules = Schedules(self.log, view.tenant, self.config, self.clock)
+        view.schedules = view._schedules_face()
         view.items = Items(view)
         return view
+
+    def _schedules_face(self) -> Schedules:
+        """Schedules of this tenant: writes through the users' actors, reads from the caught-up state."""
+        def state() -> Any:
+            self._sync()
+            return self.state
+
+        return Schedules(self.tenant, self.config, self.clock, lambda u: self.runtime.schedules(self.tenant, u), state)
 
     # -- lifecycle -------------------------------------------------------------------
     def _check_embedder(self) -> None:
@@ -151,6 +171,8 @@ class Memory:
         if not getattr(self, "_owner", True):
             return
         try:
+            if self._pending is not None:
+                self._pending.close()  # one last try; what still fails is logged as lost
             self.runtime.close()
             self.views.close()
         finally:
@@ -161,6 +183,21 @@ class Memory:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def _write(self, what: str, write: Callable[[], Any], placeholder: Any) -> Any:
+        """Do a write; in best-effort mode a storage failure queues it and returns ``placeholder``."""
+        if self._pending is None:
+            return write()
+        return self._pending.run(what, write, placeholder)
+
+    def retry_pending(self) -> int:
+        """Retry queued writes now (best-effort mode); returns how many still wait for the disk."""
+        return self._pending.retry() if self._pending is not None else 0
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes waiting for the disk (always 0 unless opened with ``on_write_error="queue"``)."""
+        return len(self._pending) if self._pending is not None else 0
 
     @property
     def state(self) -> Any:
@@ -258,9 +295,14 @@ class Memory:
         reinforced) in the same commit; ``stats()["facts"]`` counts pruned facts.
         """
         check_id("user", user)
+        check_text("content", content)
         if request_id is not None:
             check_id("request_id", request_id)
-        return self.runtime.curator(self.tenant, user).remember(content, category, request_id=request_id or uuid.uuid4().hex)
+        rid = request_id or uuid.uuid4().hex  # the request id makes a retried (queued) call exactly-once
+        return self._write(
+            "remember", lambda: self.runtime.curator(self.tenant, user).remember(content, category, request_id=rid),
+            f"pending:{rid}",
+        )
 
     def remember_many(self, items: Sequence[Any], *, user: str) -> list[str]:
         """Store many facts about a user with one embedding batch and one log commit; returns their ids.
@@ -294,6 +336,7 @@ class Memory:
         """
         check_id("user", user)
         if category is not None:
+            category = sanitize_category(category)  # the form it was stored in
             return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
                                 recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
         # One search over facts and messages: calibrated scores rank both on one scale.
@@ -305,10 +348,15 @@ class Memory:
         return sorted(out, key=lambda h: not (h.kind == "fact" and h.score >= FACT_MIN_SCORE))[:top_k]
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
-        """The user's active facts, strongest first."""
+        """The user's active facts, strongest first (from the one fact read model, ``projections.FactInfo``)."""
         check_id("user", user)
         _check_k("limit", limit)
-        facts = self.runtime.curator(self.tenant, user).active(category)[:limit]
+        self._sync()
+        facts = self.state.facts(self.tenant, user)
+        if category is not None:
+            want = sanitize_category(category)
+            facts = [f for f in facts if f.category == want]
+        facts = sorted(facts, key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id))[:limit]
         return [
             Hit(id=f.fact_id, kind="fact", text=f.content, score=round(f.confidence, 4), time=f.created,
                 category=f.category, user_id=user, confidence=f.confidence, source_id=f.fact_id,
@@ -337,15 +385,23 @@ class Memory:
         self.runtime.curator(self.tenant, user).forget_user()
         self.runtime.notes(self.tenant, user).forget_user()
         self.runtime.items(self.tenant, user).forget_user()
-        self.log.append(schedules_stream(self.tenant, user), [NewEvent.of(UserForgotten(user_id=user), tenant=self.tenant)])
-        self.schedules.forget_user(user)
+        self.runtime.schedules(self.tenant, user).forget_user()
         self._sync()
 
     # -- notes -----------------------------------------------------------------------
     def store_note(self, text: str, *, user: str) -> str:
         """Store a note; returns ``note-<uuid>``."""
         check_id("user", user)
-        return self.runtime.notes(self.tenant, user).store(text)
+        check_text("text", text)
+        note_id = f"note-{uuid.uuid4()}"  # chosen here: a queued note already has its id
+        return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(text, note_id=note_id), note_id)
+
+    def update_note(self, note_id: str, text: str, *, user: str) -> None:
+        """Replace a note's text, keeping its id (the old text stays in the log until the note is deleted and compacted)."""
+        check_id("user", user)
+        if not isinstance(note_id, str):
+            raise InvalidInput("note_id", "must be a string", note_id)
+        self.runtime.notes(self.tenant, user).update(note_id, text)
 
     def delete_note(self, note_id: str, *, user: str) -> None:
         """Delete a note."""
@@ -447,6 +503,7 @@ class Memory:
         user: str,
         top_k: int = 10,
         exclude_session: str | None = None,
+        session_id: str | None = None,
         min_score: float = MIN_SCORE,
         kinds: Sequence[str] = ("message", "summary"),
         mode: str = "hybrid",
@@ -463,7 +520,7 @@ class Memory:
         time_weight: float = SEARCH_DEFAULTS.time_weight,
         fusion: str = SEARCH_DEFAULTS.fusion,
     ) -> list[Hit]:
-        """Search a user's conversations across sessions (optionally excluding the current one).
+        """Search a user's conversations across sessions (optionally excluding the current one, or only one: ``session_id``).
 
         With no options this is the best configuration measured (BENCHMARKS.md): hybrid
         vector + BM25 (min-max, 0.5 each), a message gains 0.2 of each adjacent message's
@@ -484,8 +541,11 @@ class Memory:
         ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
         """
         check_id("user", user)
+        if session_id is not None:
+            check_id("session_id", session_id)
         return self._search(
-            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, min_score=min_score, mode=mode,
+            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, session_id=session_id,
+            min_score=min_score, mode=mode,
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
             confidence_weight=confidence_weight, speaker_weight=speaker_weight, time_weight=time_weight, fusion=fusion,
@@ -596,7 +656,6 @@ class Memory:
         n = import_events(self.log, self.tenant, path)
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the log on next use
-        self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
         self._sync()
         return n
 
@@ -766,6 +825,9 @@ class SessionHandle:
                 raise InvalidInput(f"messages[{i}]", "must be a dict")
         # event ids are chosen here, by the caller: a retried call is then idempotent
         items = [dict(m, metadata=m.get("metadata") or {}, event_id=m.get("event_id") or uuid.uuid4()) for m in messages]
+        return self._m._write("append", lambda: self._extend(items), -1)
+
+    def _extend(self, items: list[dict[str, Any]]) -> int:
         first_seq = self._actor.last_sequence
         offset = self._actor.append_many(items)
         written = [m for m in self._actor.history() if m.sequence > first_seq]

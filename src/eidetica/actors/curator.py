@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import heapq
+import re
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -33,16 +34,37 @@ from ..providers._base import Coalescer
 from ._config import MemoryConfig
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 
-__all__ = ["FactCurator", "FactState", "RememberItem"]
+__all__ = ["FactCurator", "RememberItem"]
 
 RememberItem = Union[str, tuple, dict]  # "text" | (text, category) | {"content": ..., "category": ...}
 
-_TRIVIAL = {"ok", "okay", "thanks", "thank you", "thx", "yes", "no", "hi", "hello", "bye", "cool", "sure", "k", "lol", "great", "nice"}
+_TRIVIAL = {
+    "ok", "okay", "okk", "kk", "k", "thanks", "thank you", "thx", "ty", "tysm", "yes", "yeah", "yep", "yup", "no", "nope",
+    "nah", "hi", "hey", "hello", "bye", "cya", "cool", "sure", "lol", "lmao", "rofl", "great", "nice", "wow", "oh", "ah",
+    "hmm", "hm", "uh", "um", "mhm", "wkwk", "wkwkwk", "xd", "omg", "np", "gg", "brb", "ttyl", "idk", "same", "true", "fine",
+    "alright", "right", "got it", "i see", "sounds good", "good night", "good morning", "see you",
+}
+# Laughter and filler in any length ("hahaha", "wkwkwk", "hehe", "lolol", "xDD", "kkkk", "555"): a message made
+# only of these tokens states nothing durable.
+_FILLER = re.compile(r"^(?:(?:ha|he|hi|ho|hu|wk|lo|ja|je|ke|ka|xd|ok)+h?|a?h+a*|k+|l+o+l+[lo]*|5{3,}|m+|h+m+|u+m+|e+r+m*|o+h+|a+w+)$")
+
+
+def trivial(text: str) -> bool:
+    """Whether a message is small talk that no extractor should see (acknowledgements, laughter, filler)."""
+    t = text.lower().strip()
+    words = re.findall(r"[^\W_]+", t)
+    if not words:
+        return True  # punctuation, emoji only
+    if " ".join(words) in _TRIVIAL:
+        return True
+    if len(words) <= 4 and all(w in _TRIVIAL or _FILLER.match(w) for w in words):
+        return True
+    return len("".join(words)) < 4
 
 
 @dataclass
-class FactState:
-    """A fact as the curator knows it."""
+class _FactState:
+    """What the curator decides with (write side: vectors, decay clocks); readers use ``projections.FactInfo``."""
 
     fact_id: str
     content: str
@@ -135,7 +157,7 @@ class FactCurator:
     def reload(self) -> None:
         """Rebuild the fold from the log."""
         with self._lock:
-            self.facts: dict[str, FactState] = {}
+            self.facts: dict[str, _FactState] = {}
             self.extracted: set[tuple[str, int]] = set()
             self.requests: dict[str, str] = {}  # request id -> fact id (retried calls are no-ops)
             self._vectors = _VectorSet(self.embedder.dim)
@@ -153,7 +175,7 @@ class FactCurator:
         if getattr(ev, "request_id", ""):
             self.requests[ev.request_id] = ev.fact_id  # type: ignore[attr-defined]
         if isinstance(ev, FactAsserted):
-            self.facts[ev.fact_id] = f = FactState(
+            self.facts[ev.fact_id] = f = _FactState(
                 ev.fact_id, ev.content, ev.category, ev.confidence, "active", time, time, time, sources=list(ev.sources)
             )
             self._active.add(f.fact_id)
@@ -189,7 +211,7 @@ class FactCurator:
             self._weak.clear()
             self._order.clear()
 
-    def _push(self, f: FactState) -> None:
+    def _push(self, f: _FactState) -> None:
         heapq.heappush(self._weak, (f.confidence, f.reinforced.timestamp(), self._order[f.fact_id], f.fact_id))
         if len(self._weak) > 4 * len(self._active) + 64:
             # mostly stale entries: rebuild from the live facts (amortised O(1) per push)
@@ -197,9 +219,9 @@ class FactCurator:
             self._weak = [(f.confidence, f.reinforced.timestamp(), self._order[f.fact_id], f.fact_id) for f in facts]
             heapq.heapify(self._weak)
 
-    def _weakest(self, n: int) -> list[FactState]:
+    def _weakest(self, n: int) -> list[_FactState]:
         """The ``n`` weakest active facts (lowest confidence, then least recently reinforced)."""
-        out: list[FactState] = []
+        out: list[_FactState] = []
         keep: list[tuple[float, float, int, str]] = []
         while self._weak and len(out) < n:
             item = heapq.heappop(self._weak)
@@ -236,7 +258,7 @@ class FactCurator:
                 self._fold(e, t or now)
         return last
 
-    def active(self, category: str | None = None) -> list[FactState]:
+    def active(self, category: str | None = None) -> list[_FactState]:
         """Active facts, strongest first."""
         with self._lock:
             facts = [self.facts[i] for i in self._active]
@@ -244,7 +266,7 @@ class FactCurator:
             facts = [f for f in facts if f.category == sanitize_category(category)]
         return sorted(facts, key=lambda f: (-f.confidence, -f.reinforced.timestamp(), self._order[f.fact_id]))
 
-    def _nearest(self, vector: np.ndarray) -> tuple[FactState | None, float]:
+    def _nearest(self, vector: np.ndarray) -> tuple[_FactState | None, float]:
         fid, sim = self._vectors.nearest(vector)
         return (self.facts[fid], sim) if fid is not None else (None, 0.0)
 
@@ -433,7 +455,7 @@ class FactCurator:
         with self._lock:
             for m in todo:
                 text = m["content"].strip()
-                if text.lower().strip(" .!?") in _TRIVIAL or len(text) < 4:
+                if trivial(text):
                     found = []
                 else:
                     found = self.llm.extract_facts(text)  # may raise ProviderError: stays pending

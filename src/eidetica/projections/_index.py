@@ -8,7 +8,8 @@ Row semantics
 * ``FactReinforced`` / ``FactDecayed`` set ``confidence`` on rows whose source_id is the fact.
 * ``FactSuperseded`` / ``FactDeleted`` / ``FactPruned`` delete rows whose source_id is the
   fact; ``NoteDeleted`` those of the note; ``SessionForgotten`` the message and summary rows
-  of the session; ``UserForgotten`` every row of the user (always within the tenant).
+  of the session; ``UserForgotten`` the user's rows of its stream's kind (facts, notes, items; a
+  schedules tombstone has no rows), every row of the user on another stream (always within the tenant).
 * ``ItemPut`` deletes the older rows of its item (the ``ChunksEmbedded`` written with it,
   kind ``item``, brings the new ones; an item put with ``index=False`` has none);
   ``ItemDeleted`` deletes the item's rows; ``MessageRetracted`` those of the message.
@@ -95,6 +96,13 @@ _HANDLED = frozenset({
 })
 FORMAT = 1
 _SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
+
+
+# UserForgotten on a user's facts / notes / schedules stream deletes rows of that kind only
+# (schedules have none); on any other stream, every row of the user.
+_USER_FORGET_KINDS: dict[str, tuple[str, ...] | None] = {
+    "facts": ("fact",), "notes": ("note",), "items": ("item",), "schedules": (),
+}
 
 
 class _Batch:
@@ -293,7 +301,10 @@ class ChunkIndex(BulkRebuild, Projection):
         elif isinstance(e, ev.SessionForgotten):
             self._delete(b, Pred(tenant, "session_id", e.session_id, etime, _SESSION_KINDS))
         elif isinstance(e, ev.UserForgotten):
-            self._delete(b, Pred(tenant, "user_id", e.user_id, etime))
+            # scoped by its stream (see _state): clearing memories leaves the user's sessions
+            kinds = _USER_FORGET_KINDS.get(rec.stream.split(":", 1)[0])
+            if kinds != ():
+                self._delete(b, Pred(tenant, "user_id", e.user_id, etime, kinds))
         elif isinstance(e, ev.ItemPut):
             # a new value replaces the old rows; no mark: the new rows come at this same time
             self._delete(b, Pred(tenant, "source_id", e.item_id, etime), mark=False)
