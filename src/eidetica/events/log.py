@@ -172,6 +172,16 @@ class _BatchEntry:
     locator: Any
 
 
+def _holding(part: "_Partition", offsets: Sequence[int]) -> list[_BatchEntry]:
+    """The batches that hold these (ascending, committed) offsets, each once, in log order (lock held)."""
+    wanted: list[_BatchEntry] = []
+    for o in offsets:
+        e = part.batches[bisect.bisect_right(part.firsts, o) - 1]
+        if not wanted or wanted[-1] is not e:
+            wanted.append(e)
+    return wanted
+
+
 class _Partition:
     """What one partition knows: offsets, stream versions, event ids, and its batches."""
 
@@ -527,11 +537,7 @@ class BatchLog(EventLog):
             offs = list(part.stream_offsets.get(stream, ()))[from_version:]
             if not offs:
                 return []
-            wanted: list[_BatchEntry] = []
-            for o in offs:
-                e = part.batches[bisect.bisect_right(part.firsts, o) - 1]
-                if not wanted or wanted[-1] is not e:
-                    wanted.append(e)
+            wanted = _holding(part, offs)
         want = set(offs)
         out: list[RecordedEvent] = []
         for batch in self._load(p, wanted):
@@ -542,13 +548,9 @@ class BatchLog(EventLog):
         """The committed events at these offsets, loading only the batches that hold them."""
         part = self._part(partition)
         want = sorted(set(offsets))
-        wanted: list[_BatchEntry] = []
         with part.cond:
             want = [o for o in want if 0 <= o < part.next_offset]
-            for o in want:
-                e = part.batches[bisect.bisect_right(part.firsts, o) - 1]
-                if not wanted or wanted[-1] is not e:
-                    wanted.append(e)
+            wanted = _holding(part, want)
         keep = set(want)
         out: list[RecordedEvent] = []
         for entry, batch in zip(wanted, self._load(partition, wanted)):
