@@ -120,8 +120,8 @@ MUTANTS = [
            "    return (1.0 - w) * np.asarray(v, dtype=np.float64) + w * np.asarray(t, dtype=np.float64)",
            ("tests/test_projections_scores.py", "tests/test_ranking.py", "tests/test_projections_index.py")),
     Mutant("forget_user leaves index rows", INDEX,
-           '            self._delete(b, Pred(tenant, "user_id", e.user_id, etime))\n',
-           "            pass\n",
+           '                self._delete(b, Pred(tenant, "user_id", e.user_id, etime, kinds))\n',
+           "                pass\n",
            ("tests/test_memory.py::test_forget_user_removes_everything_of_that_user", "tests/test_projections_index.py")),
     Mutant("checkpoint saved before the output", "src/eidetica/projections/_projector.py",
            "                p.apply(evs)\n                ck = dict(self._pos[p.name])\n                ck[part] = last + 1\n"
