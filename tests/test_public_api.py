@@ -33,6 +33,7 @@ def test_exported_names_are_pinned() -> None:
             "DimensionMismatch",
             "NotFound",
             "ProviderError",
+            "ReplicaBehind",
         ]
     )
     for name in eidetica.__all__:
@@ -88,6 +89,7 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         errors.DimensionMismatch(384, 12),
         errors.NotFound("fact", "f1"),
         errors.ProviderError("down"),
+        errors.ReplicaBehind("views:1", {0: 9}, {0: 3}, 0.5),
     ]
     for e in cases:
         back = pickle.loads(pickle.dumps(e))

@@ -13,7 +13,8 @@ caller catches either the root or one precise leaf::
     ├── EmbeddingModelChanged  the store was built with another embedder
     ├── DimensionMismatch      a vector has the wrong length for the store
     ├── NotFound               the id names nothing (in this tenant)
-    └── ProviderError          an embedding or LLM provider failed after retries
+    ├── ProviderError          an embedding or LLM provider failed after retries
+    └── ReplicaBehind          a view replica did not reach a read's offset in time (no stale answer)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "DimensionMismatch",
     "NotFound",
     "ProviderError",
+    "ReplicaBehind",
 ]
 
 
@@ -160,3 +162,18 @@ class ProviderError(EideticaError):
 
 def _version_name(v: int) -> str:
     return {-1: "NO_STREAM", -2: "ANY", -4: "STREAM_EXISTS"}.get(v, str(v))
+
+
+class ReplicaBehind(EideticaError):
+    """A view replica did not apply the log up to a read's ``min_offsets`` within ``timeout`` seconds."""
+
+    def __init__(self, replica: str, wanted: dict[int, int], applied: dict[int, int], timeout: float) -> None:
+        self._init_args = (replica, wanted, applied, timeout)
+        self.replica = replica
+        self.wanted = wanted
+        self.applied = applied
+        self.timeout = timeout
+        super().__init__(
+            f"view replica {replica} applied {applied} but the read needs {wanted} (next offset per partition) "
+            f"after {timeout:g}s; retry, or raise replica_timeout"
+        )

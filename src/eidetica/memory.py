@@ -473,7 +473,7 @@ class Memory:
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: events, streams, log bytes, index rows, projection lag."""
         self._sync()
-        return {
+        out = {
             "tenant": self.tenant,
             "events": sum(self.log.head(p) for p in range(self.log.partitions)),
             "streams": len(self.log.streams()),  # type: ignore[attr-defined]
@@ -486,6 +486,9 @@ class Memory:
             "extraction_failures": self.extraction_failures,
             "embedder": self.embedder.model_id,
         }
+        if hasattr(self.views, "status"):  # view replicas (Ray): applied offsets and lag of each
+            out["replicas"] = self.views.status()
+        return out
 
     def export(self, path: str | os.PathLike[str]) -> int:
         """Write this tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
