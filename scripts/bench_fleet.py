@@ -118,6 +118,11 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
             for a in pool:
                 ray.kill(a)
         out["replicas_speedup"] = round(out["searches_per_s_2_replicas"] / out["searches_per_s_1_replica"], 2)
+        def du(d: str) -> int:
+            return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
+
+        out["replica_disk_bytes"] = du(os.path.join(path, "replicas", "1"))  # what one more replica costs
+        out["log_disk_bytes"] = du(os.path.join(path, "log"))
         out["read_agents"] = agents
         out["read_messages"] = messages
         shutdown_store(path)
