@@ -9,7 +9,7 @@ export RAY_AUTH_MODE := disabled
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast bench mutants clean
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ test-fast: install
 
 bench: install
 	$(BIN)/python scripts/run_benchmarks.py
+
+# Deliberate bugs that the tests must catch (not part of `make test`; takes minutes).
+mutants: install
+	$(BIN)/python scripts/mutants.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info src/*.egg-info

@@ -9,7 +9,7 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 
 import pyarrow as pa
 import pytest
@@ -50,13 +50,21 @@ def test_fsync_batch_syncs_in_the_background(tmp_path, monkeypatch) -> None:
     real = ArrowLog._sync
     monkeypatch.setattr(ArrowLog, "_sync", lambda self, p: (synced.append(p), real(self, p))[1])
     log = ArrowLog(tmp_path / "log", fsync="batch", fsync_interval=0.02)
+    rounds = threading.Semaphore(0)  # one release per pass of the background flusher
+    real_flush = log._flush_dirty
+
+    def flush() -> None:
+        real_flush()
+        rounds.release()
+
+    log._flush_dirty = flush  # type: ignore[method-assign]
     log.append("a", [msg(0)])
-    deadline = time.monotonic() + 5
-    while not synced and time.monotonic() < deadline:
-        time.sleep(0.005)
+    for _ in range(2):  # the pass that syncs it, then one more
+        assert rounds.acquire(timeout=30)
     assert synced == [0]
-    time.sleep(0.1)
-    assert synced == [0]  # nothing written since: no more fsyncs
+    for _ in range(3):  # further passes with nothing written since: no more fsyncs
+        assert rounds.acquire(timeout=30)
+    assert synced == [0]
     log.append("a", [msg(1)])
     log.close()
     assert len(synced) == 2

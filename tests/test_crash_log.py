@@ -59,3 +59,47 @@ def test_sigkill_never_loses_an_acknowledged_event(tmp_path) -> None:
                 want = event(r, i)
                 assert ev.event_id == want.event_id and ev.payload == want.payload
     assert len(acked) > 100
+
+
+TEAR_CHILD = os.path.join(os.path.dirname(__file__), "_crash_tear_child.py")
+
+
+def test_a_batch_torn_by_a_real_kill_is_cut_away_and_nothing_acknowledged_is_lost(tmp_path) -> None:
+    # Not synthetic truncation: the child process writes part of a batch into the segment
+    # file itself and is SIGKILLed in the middle of the commit, leaving the torn bytes behind.
+    path = str(tmp_path / "log")
+    rng = random.Random(4242)
+    acked: dict[tuple[int, int], int] = {}
+    torn_events: set[tuple[int, int]] = set()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(__file__), *sys.path]))
+    for rnd in range(6):
+        whole, fraction = rng.randrange(0, 5), rng.random()
+        proc = subprocess.run([sys.executable, TEAR_CHILD, path, str(rnd), str(whole), str(fraction)],
+                              capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr
+        tears = [line.split() for line in proc.stdout.splitlines() if line.startswith("TEAR")]
+        assert len(tears) == 1, proc.stdout
+        _, _, i0, n, cut, total = tears[0]
+        assert 0 < int(cut) < int(total)  # a real partial batch went to the file
+        torn_events |= {(rnd, int(i0) + k) for k in range(int(n))}
+        for line in proc.stdout.splitlines():
+            if line.startswith("ACK"):
+                r, i, n_, first_off, _ = map(int, line.split()[1:])
+                for k in range(n_):
+                    acked[(r, i + k)] = first_off + k
+        with ArrowLog(path, readonly=True) as ro:  # before recovery: the torn bytes are on disk
+            last_seg = ro.segments()[-1]
+        size_before = os.path.getsize(last_seg)
+        with ArrowLog(path) as log:
+            events = log.read()
+            assert [e.offset for e in events] == list(range(len(events)))
+            by_offset = {e.offset: e for e in events}
+            for (r, i), off in acked.items():
+                ev = by_offset.get(off)
+                want = event(r, i)
+                assert ev is not None and ev.event_id == want.event_id and ev.payload == want.payload, (r, i)
+            keys = {tuple(map(int, e.payload.split(b":", 2)[:2])) for e in events}
+            assert not keys & torn_events  # nothing of a torn batch survives
+            assert len(events) == len(acked)
+        assert not os.path.exists(last_seg) or os.path.getsize(last_seg) < size_before  # the tail was cut
+    assert len(acked) > 20

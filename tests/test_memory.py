@@ -63,6 +63,26 @@ def mem(tmp_path, clock, runtime):
         shutdown_store(m.path)
 
 
+def wait_for_lock_release(lock_path, timeout: float = 60.0) -> None:
+    """Block (bounded) until no process holds the log's writer lock."""
+    import fcntl
+    import os
+
+    deadline = time.monotonic() + timeout
+    fd = os.open(lock_path, os.O_RDWR)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the log's lock was never released"
+                threading.Event().wait(0.05)
+    finally:
+        os.close(fd)
+
+
 def reopen(m, **kw):
     path, clock, emb = m.path, m.clock, m.embedder
     ray_mode = getattr(m.runtime, "key", None) is not None
@@ -71,7 +91,7 @@ def reopen(m, **kw):
         from eidetica._fleet import shutdown_store
 
         shutdown_store(path)
-        time.sleep(1.0)  # the killed log actor releases its lock
+        wait_for_lock_release(path / "log" / "LOCK")  # the killed log actor's process lets go of it
         return eidetica.open(path, embedder=HashEmbedder(dim=64), clock=clock, runtime="ray", **kw)
     return eidetica.open(path, embedder=emb, clock=clock, **kw)
 

@@ -98,11 +98,18 @@ def test_faults_lose_nothing(cluster, tmp_path) -> None:
 
     t = threading.Thread(target=writer)
     t.start()
-    time.sleep(0.5)
+
+    def progress(n: int) -> None:
+        """Let the writer get ``n`` more messages acknowledged (bounded) before the next blow."""
+        goal, deadline = sent + n, time.monotonic() + 120
+        while sent < goal and t.is_alive() and time.monotonic() < deadline:
+            threading.Event().wait(0.01)
+
+    progress(10)
     ray.kill(session_actor, no_restart=False)  # restarted by Ray, rebuilt from the log
-    time.sleep(0.5)
+    progress(10)
     ray.kill(log_actor, no_restart=False)  # the writer of the log itself
-    time.sleep(0.5)
+    progress(10)
     cluster[0].remove_node(worker)  # a whole node goes away
     t.join(timeout=300)
     stop.set()

@@ -6,13 +6,14 @@ import os
 import shutil
 import subprocess
 import uuid
+import zlib
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from eidetica.errors import CorruptLog, InvalidInput, WrongExpectedVersion
-from eidetica.events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, InMemoryLog, NewEvent
+from eidetica.events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, NewEvent
 
 from .contracts.log import all_events
 
@@ -53,57 +54,109 @@ def test_full_disk_fails_cleanly_and_recovers(tiny_disk) -> None:
         assert len(evs) == head + 1 and evs[-1].payload == b"after"
 
 
-# -- fuzzing: the reference and the durable log agree on any history ---------------------
+# -- fuzzing: an independent reference and the durable log agree on any history -----------
+class ReferenceLog:
+    """The log's rules written out again, sharing no code with the log: a list of dicts per partition.
+
+    Rules: a stream lives in partition crc32(name) % partitions; an append whose event ids
+    were all logged in that partition before returns their original offsets and writes
+    nothing (whatever the stream or expected version); some but not all logged is an
+    error; otherwise the expected version is checked against the stream's last version
+    (-1 when it has none): ANY passes, NO_STREAM wants -1, STREAM_EXISTS wants >= 0, a
+    number wants exactly that.
+    """
+
+    def __init__(self, partitions: int) -> None:
+        self.parts: list[list[dict]] = [[] for _ in range(partitions)]
+
+    def partition_of(self, stream: str) -> int:
+        return zlib.crc32(stream.encode("utf-8")) % len(self.parts)
+
+    def version(self, stream: str) -> int:
+        return sum(1 for r in self.parts[self.partition_of(stream)] if r["stream"] == stream) - 1
+
+    def append(self, stream: str, events: list[NewEvent], expected: int) -> tuple:
+        rows = self.parts[self.partition_of(stream)]
+        known = {r["id"]: r["offset"] for r in rows}
+        hits = [known[e.event_id] for e in events if e.event_id in known]
+        if hits and len(hits) == len(events):
+            return ("ok", (min(hits), max(hits)))
+        if hits:
+            return ("partial",)
+        actual = self.version(stream)
+        if expected == NO_STREAM and actual != -1:
+            return ("wrong", expected, actual)
+        if expected == STREAM_EXISTS and actual == -1:
+            return ("wrong", expected, actual)
+        if expected >= 0 and expected != actual:
+            return ("wrong", expected, actual)
+        first = len(rows)
+        for k, e in enumerate(events):
+            rows.append({"offset": first + k, "stream": stream, "version": actual + 1 + k,
+                         "payload": e.payload, "id": e.event_id})
+        return ("ok", (first, first + len(events) - 1))
+
+    def events(self) -> list[tuple]:
+        return [(r["offset"], r["stream"], r["version"], r["payload"], r["id"]) for p in self.parts for r in p]
+
+
 ops = st.lists(
     st.tuples(
         st.sampled_from(["a", "b", "c", "tenant:x", "ü-stream"]),
         st.integers(1, 4),  # events in the append
-        st.sampled_from(["any", "none", "exists", "exact", "wrong", "retry"]),
+        st.sampled_from(["any", "none", "exists", "exact", "wrong", "retry", "retry_elsewhere", "partial"]),
         st.binary(max_size=64),
     ),
     max_size=25,
 )
 
 
+def _do(log, stream: str, evs: list[NewEvent], exp: int) -> tuple:
+    try:
+        return ("ok", log.append(stream, evs, exp))
+    except WrongExpectedVersion as e:
+        return ("wrong", e.expected, e.actual)
+    except InvalidInput:
+        return ("partial",)
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=ops)
 def test_arrow_log_behaves_like_the_reference(tmp_path_factory, history) -> None:
-    ref = InMemoryLog(partitions=2)
+    ref = ReferenceLog(partitions=2)
     path = tmp_path_factory.mktemp("fuzz")
     real = ArrowLog(path / "log", partitions=2)
     try:
-        # event ids must match for the comparison: replay the same NewEvents into both
-        results_ref = []
-        results_real = []
-        sent = []
+        results_ref: list[tuple] = []
+        results_real: list[tuple] = []
+        sent: list[tuple[str, list[NewEvent], int]] = []
         for stream, n, mode, payload in history:
-            if mode == "retry":
+            if mode in ("retry", "retry_elsewhere", "partial"):
                 if not sent:
                     continue
                 s, evs, exp = sent[-1]
+                if mode == "retry_elsewhere":
+                    s = stream  # the same ids on another stream: a retry only within the partition
+                elif mode == "partial":
+                    evs = evs[:1] + [NewEvent(type="T", payload=payload + b"new")]
             else:
                 evs = [NewEvent(type="T", payload=payload + bytes([k])) for k in range(n)]
-                v = ref.stream_version(stream)
+                v = ref.version(stream)
                 exp = {"any": ANY, "none": NO_STREAM, "exists": STREAM_EXISTS, "exact": v, "wrong": v + 1}[mode]
                 s = stream
-            for log, res in ((ref, results_ref), (real, results_real)):
-                try:
-                    res.append(("ok", log.append(s, evs, exp)))
-                except WrongExpectedVersion as e:
-                    res.append(("wrong", e.expected, e.actual))
-            if results_ref[-1][0] == "ok" and mode != "retry":
+            results_ref.append(ref.append(s, evs, exp))
+            results_real.append(_do(real, s, evs, exp))
+            if results_ref[-1][0] == "ok" and mode not in ("retry", "partial"):
                 sent.append((s, evs, exp))
-        assert results_ref == results_real
-        assert [(e.offset, e.stream, e.version, e.payload, e.event_id) for e in all_events(ref)] == [
-            (e.offset, e.stream, e.version, e.payload, e.event_id) for e in all_events(real)
-        ]
+        assert results_real == results_ref
+        assert [(e.offset, e.stream, e.version, e.payload, e.event_id) for e in all_events(real)] == ref.events()
+        assert all(real.stream_version(s) == ref.version(s) for s in {h[0] for h in history})
         real.close()
         reopened = ArrowLog(path / "log")
-        assert [(e.offset, e.payload) for e in all_events(reopened)] == [(e.offset, e.payload) for e in all_events(ref)]
+        assert [(e.offset, e.stream, e.version, e.payload, e.event_id) for e in all_events(reopened)] == ref.events()
         reopened.close()
     finally:
         real.close()
-        ref.close()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

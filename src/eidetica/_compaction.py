@@ -20,14 +20,24 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
     deleted: set[str] = set()  # users asked: the content goes
     inactive: set[str] = set()  # superseded or pruned: history stays, rows go
     gone_types = {"SessionForgotten", "UserForgotten", "FactDeleted", "NoteDeleted", "FactSuperseded", "FactPruned"}
+    # items: (stream, item id) -> version of its last delete / its last put; the events of an
+    # item before its last delete are forgotten, its chunks before its last put are stale
+    item_gone: dict[tuple[str, str], int] = {}
+    item_put: dict[tuple[str, str], int] = {}
     for p in range(log.partitions):
         for batch in log.read_batches(partition=p):
             types = batch.column("type").to_pylist()
-            if not gone_types.intersection(types):
+            if not gone_types.intersection(types) and not {"ItemDeleted", "ItemPut", "MessageRetracted"}.intersection(types):
                 continue
             for ev in events_from_batch(batch):
-                if ev.type in ("SessionForgotten", "UserForgotten"):
+                if ev.type in ("ItemDeleted", "ItemPut"):
+                    seen = item_gone if ev.type == "ItemDeleted" else item_put
+                    k = (ev.stream, ev.decode().item_id)  # type: ignore[attr-defined]
+                    seen[k] = max(seen.get(k, -1), ev.version)
+                elif ev.type in ("SessionForgotten", "UserForgotten"):
                     tombs[ev.stream] = max(tombs.get(ev.stream, -1), ev.version)
+                elif ev.type == "MessageRetracted":
+                    deleted.add(ev.decode().message_id or "-")  # type: ignore[attr-defined]
                 elif ev.type in gone_types:
                     d = ev.decode()
                     ident = getattr(d, "fact_id", "") or getattr(d, "note_id", "")
@@ -42,10 +52,20 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
                     continue
                 forgotten = ev.version < tombs.get(ev.stream, -1)
                 d = None
-                if not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "ChunksEmbedded"):
+                if not forgotten and ev.type in ("ItemPut", "ItemTouched", "ItemDeleted"):
+                    forgotten = ev.version < item_gone.get((ev.stream, ev.decode().item_id), -1)  # type: ignore[attr-defined]
+                elif not forgotten and ev.stream.startswith("items:") and ev.type == "ChunksEmbedded":
+                    d = ev.decode()
+                    k = (ev.stream, d.source_id)  # type: ignore[attr-defined]
+                    forgotten = ev.version < item_gone.get(k, -1)
+                    if not forgotten and ev.version < item_put.get(k, -1):
+                        continue  # an older value's chunks: not live, kept in the log as history
+                elif not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "ChunksEmbedded"):
                     d = ev.decode()
                     src = getattr(d, "source_id", None) or getattr(d, "fact_id", None) or getattr(d, "note_id", "")
                     forgotten = src in deleted
+                elif not forgotten and ev.type == "MessageAppended":
+                    forgotten = ev.event_id.hex in deleted  # taken back (MessageRetracted)
                 if forgotten:
                     redact.setdefault(p, set()).add(ev.offset)
                 elif ev.type == "ChunksEmbedded":

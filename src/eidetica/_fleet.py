@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 import ray
 
-from .actors import FactCurator, MemoryConfig, NotesActor, Runtime, SessionActor, Summarizer
+from .actors import FactCurator, ItemsActor, MemoryConfig, NotesActor, Runtime, SessionActor, Summarizer
 from .actors.runtime import make_actor
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
@@ -531,6 +531,10 @@ class RayRuntime(Runtime):
     def notes(self, tenant: str, user_id: str) -> Any:
         """The notes actor of a user."""
         return self._actor("notes", NotesActor, (tenant, user_id), (tenant, user_id))
+
+    def items(self, tenant: str, user_id: str) -> Any:
+        """The items actor of a user."""
+        return self._actor("items", ItemsActor, (tenant, user_id), (tenant, user_id))
 
     def summarizer(self) -> Any:
         """A Summarizer actor."""

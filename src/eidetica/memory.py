@@ -22,6 +22,7 @@ from .actors import (
     SessionActor,
 )
 from ._compaction import plan_compaction
+from ._items import Items
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events
 from .actors._text import check_id, check_text
@@ -109,6 +110,7 @@ class Memory:
             self._qlock = threading.RLock()
             self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
             self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
+            self.items = Items(self)
         except BaseException:
             self.log.close()
             raise
@@ -124,6 +126,7 @@ class Memory:
         view._owner = False  # closing a view leaves the store open
         view._names = {}
         view.schedules = Schedules(self.log, view.tenant, self.config, self.clock)
+        view.items = Items(view)
         return view
 
     # -- lifecycle -------------------------------------------------------------------
@@ -295,6 +298,7 @@ class Memory:
             self.runtime.session(self.tenant, s.session_id, user).forget()
         self.runtime.curator(self.tenant, user).forget_user()
         self.runtime.notes(self.tenant, user).forget_user()
+        self.runtime.items(self.tenant, user).forget_user()
         self.log.append(schedules_stream(self.tenant, user), [NewEvent.of(UserForgotten(user_id=user), tenant=self.tenant)])
         self.schedules.forget_user(user)
         self._sync()
@@ -510,11 +514,12 @@ class Memory:
             for s in self.state.sessions(self.tenant):
                 self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
         if memories:
-            users = {parse_stream(s)[2] for s in self.log.streams() if s.split(":")[0] in ("facts", "notes")  # type: ignore[attr-defined]
+            users = {parse_stream(s)[2] for s in self.log.streams() if s.split(":")[0] in ("facts", "notes", "items")  # type: ignore[attr-defined]
                      and parse_stream(s)[1] == self.tenant}
             for u in sorted(users):
                 self.runtime.curator(self.tenant, u).forget_user()
                 self.runtime.notes(self.tenant, u).forget_user()
+                self.runtime.items(self.tenant, u).forget_user()
         self._sync()
 
     # -- deletion for real, model switches ----------------------------------------------
@@ -701,6 +706,13 @@ class SessionHandle:
         """Resume: the last messages that fit ``token_budget``."""
         self.flush()
         return self._actor.restore(token_budget)
+
+    def pop(self) -> Message | None:
+        """Take back the last message (an event: ``MessageRetracted``); returns it, None when empty."""
+        self.flush()
+        msg = self._actor.retract_last()
+        self._m._sync()
+        return msg
 
     def forget(self) -> None:
         """Forget this session."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -27,6 +28,12 @@ def msg(i: int, session: str = "s1", tenant: str = "t") -> NewEvent:
         MessageAppended(session_id=session, user_id="u", role="user", content=f"message {i}", sequence=i),
         tenant=tenant,
     )
+
+
+def same_partition(log: EventLog, stream: str) -> str:
+    """Another stream name that hashes to ``stream``'s partition."""
+    want = log.partition_of(stream)
+    return next(f"{stream}-{k}" for k in range(1000) if log.partition_of(f"{stream}-{k}") == want)
 
 
 def all_events(log: EventLog) -> list:
@@ -273,8 +280,10 @@ class LogConformance:
         for t in ts:
             t.start()
         started.wait()
-        while len(acked) < 40:
+        deadline = time.monotonic() + 60
+        while len(acked) < 40 and time.monotonic() < deadline:  # appends are flowing: now close
             threading.Event().wait(0.001)
+        assert len(acked) >= 40
         log.close()
         for t in ts:
             t.join(timeout=30)
@@ -338,10 +347,50 @@ class LogConformance:
     def test_unique_event_ids_are_required_across_streams(self, log: EventLog) -> None:
         e = msg(0)
         log.append("a", [e])
-        # the same id sent to another stream is a retry of the first append, not a new event
-        if log.partition_of("a") == log.partition_of("b"):
-            assert log.append("b", [e]) == (0, 0)
-            assert log.read_stream("b") == []
+        # the same id sent to another stream of the same partition is a retry of the first
+        # append, not a new event (a stream is picked in a's partition, so every variant asserts)
+        other = same_partition(log, "a")
+        assert log.append(other, [e]) == (0, 0)
+        assert log.read_stream(other) == []
+        assert log.stream_version(other) == NO_STREAM
+        assert len(all_events(log)) == 1
+
+    @pytest.mark.parametrize("n", [1, 3])
+    def test_a_retry_is_a_no_op_whatever_its_expected_version(self, log: EventLog, n: int) -> None:
+        # single-event and multi-event appends are admitted by different code paths: both
+        evs = [msg(i) for i in range(n)]
+        first = log.append("a", evs, NO_STREAM)
+        log.append("a", [msg(10)])
+        for exp in (NO_STREAM, ANY, STREAM_EXISTS, 0, 7):
+            assert log.append("a", evs, exp) == first
+        assert log.stream_version("a") == n
+        assert [e.event_id for e in log.read_stream("a")] == [e.event_id for e in evs] + [log.read_stream("a")[-1].event_id]
+        assert len(all_events(log)) == n + 1
+
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_retries_committed_in_one_group_are_written_once(self, log: EventLog, n: int) -> None:
+        # the same events sent by many callers at once land in one commit: one copy is written,
+        # every caller gets its offsets
+        evs = [msg(i) for i in range(n)]
+        barrier = threading.Barrier(8)
+        out: list[object] = []
+
+        def work() -> None:
+            barrier.wait()
+            try:
+                out.append(log.append("a", evs))
+            except Exception as e:  # noqa: BLE001 - checked below
+                out.append(e)
+
+        ts = [threading.Thread(target=work) for _ in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        p = log.partition_of("a")
+        assert out == [(0, n - 1)] * 8
+        assert [e.event_id for e in log.read(partition=p)] == [e.event_id for e in evs]
+        assert log.stream_version("a") == n - 1
 
     def test_event_ids_are_uuids(self, log: EventLog) -> None:
         e = NewEvent(type="X", payload=b"p", event_id=uuid.UUID(int=7))

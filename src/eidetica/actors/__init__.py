@@ -3,6 +3,7 @@
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Hit, Message
 from .curator import FactCurator, FactState
+from .items import ItemsActor
 from .notes import NotesActor
 from .runtime import LocalRuntime, Runtime
 from .schedules import ScheduleInfo, Schedules
@@ -17,6 +18,7 @@ __all__ = [
     "FactCurator",
     "FactState",
     "NotesActor",
+    "ItemsActor",
     "LocalRuntime",
     "Runtime",
     "Schedules",

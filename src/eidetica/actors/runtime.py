@@ -12,6 +12,7 @@ from ..events import EventLog
 from ..providers import LLM, Embedder
 from ._config import MemoryConfig
 from .curator import FactCurator
+from .items import ItemsActor
 from .notes import NotesActor
 from .session import SessionActor
 from .summarizer import Summarizer
@@ -19,7 +20,7 @@ from .summarizer import Summarizer
 __all__ = ["Runtime", "LocalRuntime", "make_actor", "ACTOR_KINDS"]
 
 
-ACTOR_KINDS = ("session", "curator", "notes", "summarizer")
+ACTOR_KINDS = ("session", "curator", "notes", "items", "summarizer")
 
 
 def make_actor(
@@ -33,6 +34,8 @@ def make_actor(
         return FactCurator(log, *args, embedder, llm, config, clock)
     if kind == "notes":
         return NotesActor(log, *args, embedder, clock)
+    if kind == "items":
+        return ItemsActor(log, *args, embedder, clock)
     if kind == "summarizer":
         return Summarizer(log, llm, embedder, config)
     raise InvalidInput("kind", f"must be one of {', '.join(ACTOR_KINDS)}", kind)
@@ -52,6 +55,10 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def notes(self, tenant: str, user_id: str) -> NotesActor:
         """The notes actor of a user."""
+
+    def items(self, tenant: str, user_id: str) -> ItemsActor:
+        """The items actor of a user (the single writer of the user's framework store items)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def summarizer(self) -> Summarizer:
@@ -106,6 +113,10 @@ class LocalRuntime(Runtime):
     def notes(self, tenant: str, user_id: str) -> NotesActor:
         """The notes actor of a user."""
         return self._get(("notes", tenant, user_id), lambda: self._make("notes", (tenant, user_id)))
+
+    def items(self, tenant: str, user_id: str) -> ItemsActor:
+        """The items actor of a user."""
+        return self._get(("items", tenant, user_id), lambda: self._make("items", (tenant, user_id)))
 
     def summarizer(self) -> Summarizer:
         """The process's Summarizer."""

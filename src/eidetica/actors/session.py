@@ -12,6 +12,7 @@ from ..events import (
     ChunksEmbedded,
     EventLog,
     MessageAppended,
+    MessageRetracted,
     NewEvent,
     SessionForgotten,
     SessionStarted,
@@ -64,6 +65,7 @@ class SessionActor:
             self.owner: str | None = None
             self.started = False
             self.message_ids: dict[uuid.UUID, int] = {}
+            self.message_eids: dict[int, uuid.UUID] = {}  # sequence -> its MessageAppended's event id
             self._summary_seen = 0
             self.summary_text = None
             self.summary_upto = -1
@@ -83,6 +85,12 @@ class SessionActor:
             self.last_sequence = max(self.last_sequence, ev.sequence)
             if event_id is not None:
                 self.message_ids[event_id] = offset
+                self.message_eids[ev.sequence] = event_id
+        elif isinstance(ev, MessageRetracted):
+            gone = [m for m in self.messages if m.sequence == ev.sequence]
+            self.messages = [m for m in self.messages if m.sequence != ev.sequence]
+            for m in gone:  # its text may be appended again: it must be embedded again then
+                self.hashes.difference_update(content_hash(c) for c in chunk_text(m.content, self.config.chunk_chars, self.config.chunk_overlap))
         elif isinstance(ev, ChunksEmbedded):
             self.hashes.update(content_hash(t) for t in ev.texts)
         elif isinstance(ev, SessionForgotten):
@@ -201,6 +209,27 @@ class SessionActor:
             self._fold(_decode(ne), ne.time or now, ne.event_id, first + k)
         self.version += len(events)
         return last
+
+    def retract_last(self) -> Message | None:
+        """Take back the last message (a ``MessageRetracted`` event); returns it, None when there is none."""
+        with self._lock:
+            for attempt in range(3):
+                if not self.messages:
+                    return None
+                last = self.messages[-1]
+                eid = self.message_eids.get(last.sequence)
+                ev = MessageRetracted(session_id=self.session_id, sequence=last.sequence, message_id=eid.hex if eid else "")
+                try:
+                    first, _ = self.log.append(self.stream, [NewEvent.of(ev, tenant=self.tenant)], self.version)
+                except WrongExpectedVersion:
+                    if attempt == 2:
+                        raise
+                    self.reload()
+                    continue
+                self._fold(ev, self.clock(), None, first)
+                self.version += 1
+                return last
+            raise AssertionError("unreachable")
 
     def forget(self) -> int:
         """Append the tombstone for this session (its summaries too); returns the last offset."""

@@ -14,6 +14,7 @@ ChunksEmbedded         session:... (messages)      actors.SessionActor          
                        summary:... (summaries)     actors.Summarizer             (reembed keeps the live ones)
                        facts:<tenant>:<user>       actors.FactCurator
                        notes:<tenant>:<user>       actors.NotesActor
+                       items:<tenant>:<user>       actors.ItemsActor
 SummaryCommitted       summary:<tenant>:<sid>      actors.Summarizer             SessionActor (rolling summary), state
 FactAsserted           facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, compaction
 FactReinforced         facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (confidence), compaction
@@ -29,7 +30,11 @@ ScheduleUpdated        schedules:<tenant>:<user>   actors.Schedules             
 ScheduleDeleted        schedules:<tenant>:<user>   actors.Schedules              Schedules, state
 ScheduleRun            schedules:<tenant>:<user>   actors.Schedules              Schedules, state
 SessionForgotten       session:<tenant>:<sid>      actors.SessionActor           SessionActor, state, index (rows go), compaction
-UserForgotten          facts:... / notes:...       FactCurator / NotesActor      the writer, state, index (rows go), compaction
+MessageRetracted       session:<tenant>:<sid>      actors.SessionActor           SessionActor, state, index (rows go), compaction
+ItemPut                items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (replaces rows), compaction
+ItemTouched            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state (times, TTL), compaction
+ItemDeleted            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (rows go), compaction
+UserForgotten          facts/notes/items:...       FactCurator/Notes/ItemsActor  the writer, state, index (rows go), compaction
                        schedules:<tenant>:<user>   memory.Memory.forget_user [*]
 EmbedderChanged        meta:embedder               memory.Memory [*]             state, Memory._check_embedder
 Redacted               (in place of any payload)   events.ArrowLog.redact        nobody: a redacted event folds to nothing

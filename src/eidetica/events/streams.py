@@ -10,6 +10,7 @@ __all__ = [
     "facts_stream",
     "notes_stream",
     "schedules_stream",
+    "items_stream",
     "meta_stream",
     "parse_stream",
 ]
@@ -44,6 +45,11 @@ def notes_stream(tenant: str, user_id: str) -> str:
 def schedules_stream(tenant: str, user_id: str) -> str:
     """The stream of a user's schedules."""
     return f"schedules:{_c(tenant)}:{_c(user_id)}"
+
+
+def items_stream(tenant: str, user_id: str) -> str:
+    """The stream of a user's framework store items (one writer: the user's ItemsActor)."""
+    return f"items:{_c(tenant)}:{_c(user_id)}"
 
 
 def meta_stream(name: str) -> str:

@@ -3,6 +3,16 @@
 Schema evolution follows msgspec's rules: a new field needs a default; never reorder
 or retype a field. A breaking change gets a new tag plus an upcaster registered with
 :func:`register_upcaster`.
+
+Framework items and retractions (event -> stream -> its one writer -> folded by):
+
+* ``ItemPut`` / ``ItemDeleted`` / ``ItemTouched`` -> ``items:<tenant>:<user>`` -> ``ItemsActor``
+  -> ``StateProjection`` (values, times, TTL) and ``ChunkIndex`` (an ``ItemPut`` replaces the
+  item's rows, the ``ChunksEmbedded`` of kind ``item`` beside it brings the new ones;
+  ``ItemDeleted`` removes them); ``UserForgotten`` in the same stream ends them all.
+* ``MessageRetracted`` -> ``session:<tenant>:<session>`` -> ``SessionActor`` -> ``StateProjection``
+  (the message leaves the session) and ``ChunkIndex`` (its rows go); ``compact`` redacts the
+  retracted message.
 """
 
 from __future__ import annotations
@@ -37,6 +47,10 @@ __all__ = [
     "UserForgotten",
     "EmbedderChanged",
     "Redacted",
+    "ItemPut",
+    "ItemDeleted",
+    "ItemTouched",
+    "MessageRetracted",
     "EVENT_TYPES",
     "encode",
     "decode",
@@ -233,6 +247,41 @@ class EmbedderChanged(Event, frozen=True):
     previous_model_id: str = ""
 
 
+class ItemPut(Event, frozen=True):
+    """A framework store item (LangGraph ``BaseStore``) was written: the whole value, verbatim."""
+
+    item_id: str  # derived from (namespace, key): the same item always has the same id
+    user_id: str
+    namespace: list[str]
+    key: str
+    value: dict[str, Any] = {}
+    indexed: bool = True  # False: stored but not searchable by query (``put(..., index=False)``)
+    ttl_minutes: float | None = None
+    expires_at: dt.datetime | None = None
+
+
+class ItemDeleted(Event, frozen=True):
+    """A framework store item was deleted (by its owner, or by the TTL sweeper)."""
+
+    item_id: str
+    reason: str = ""  # "" (deleted) | "expired"
+
+
+class ItemTouched(Event, frozen=True):
+    """A framework store item's TTL was refreshed by a read."""
+
+    item_id: str
+    expires_at: dt.datetime | None = None
+
+
+class MessageRetracted(Event, frozen=True):
+    """The session's last message was taken back (an Agents SDK ``pop_item``): an event, not a rewrite."""
+
+    session_id: str
+    sequence: int
+    message_id: str = ""  # the retracted MessageAppended's event id (hex): its chunks' source_id
+
+
 EVENT_TYPES: tuple[type[Event], ...] = (
     SessionStarted,
     MessageAppended,
@@ -255,6 +304,10 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     UserForgotten,
     EmbedderChanged,
     Redacted,
+    ItemPut,
+    ItemDeleted,
+    ItemTouched,
+    MessageRetracted,
 )
 
 _ENCODER = msgspec.msgpack.Encoder()

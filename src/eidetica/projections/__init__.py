@@ -12,7 +12,7 @@ package: Ray forks its workers later, and lancedb warns about fork.
 from ._base import Projection, SearchHit
 from ._index import ChunkIndex
 from ._projector import Projector
-from ._state import FactInfo, MessageInfo, NoteInfo, ScheduleInfo, SessionInfo, StateProjection
+from ._state import FactInfo, ItemInfo, MessageInfo, NoteInfo, ScheduleInfo, SessionInfo, StateProjection
 from ._views import LocalViews, ModelView, model_slug
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "FactInfo",
     "NoteInfo",
     "ScheduleInfo",
+    "ItemInfo",
     "ChunkIndex",
     "Projector",
     "LocalViews",

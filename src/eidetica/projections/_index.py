@@ -9,6 +9,9 @@ Row semantics
 * ``FactSuperseded`` / ``FactDeleted`` / ``FactPruned`` delete rows whose source_id is the
   fact; ``NoteDeleted`` those of the note; ``SessionForgotten`` the message and summary rows
   of the session; ``UserForgotten`` every row of the user (always within the tenant).
+* ``ItemPut`` deletes the older rows of its item (the ``ChunksEmbedded`` written with it,
+  kind ``item``, brings the new ones; an item put with ``index=False`` has none);
+  ``ItemDeleted`` deletes the item's rows; ``MessageRetracted`` those of the message.
 
 Idempotence and order independence
 ----------------------------------
@@ -71,7 +74,8 @@ MODES = ("hybrid", "vector", "text")
 _SESSION_KINDS = ("message", "summary")
 _HANDLED = frozenset({
     "ChunksEmbedded", "FactReinforced", "FactDecayed", "FactSuperseded", "FactDeleted", "FactPruned",
-    "NoteDeleted", "SessionForgotten", "UserForgotten",
+    "NoteDeleted", "SessionForgotten", "UserForgotten", "ItemPut", "ItemDeleted",
+    "MessageRetracted",
 })
 FORMAT = 1
 _SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
@@ -262,6 +266,13 @@ class ChunkIndex(BulkRebuild, Projection):
             self._delete(b, Pred(tenant, "session_id", e.session_id, etime, _SESSION_KINDS))
         elif isinstance(e, ev.UserForgotten):
             self._delete(b, Pred(tenant, "user_id", e.user_id, etime))
+        elif isinstance(e, ev.ItemPut):
+            # a new value replaces the old rows; no mark: the new rows come at this same time
+            self._delete(b, Pred(tenant, "source_id", e.item_id, etime), mark=False)
+        elif isinstance(e, ev.ItemDeleted):
+            self._delete(b, Pred(tenant, "source_id", e.item_id, etime))
+        elif isinstance(e, ev.MessageRetracted):
+            self._delete(b, Pred(tenant, "source_id", e.message_id, etime))
 
     def _delete(self, b: _Batch, p: Pred, mark: bool = True) -> None:
         if not p.value:

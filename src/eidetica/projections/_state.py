@@ -31,6 +31,7 @@ __all__ = [
     "FactInfo",
     "NoteInfo",
     "ScheduleInfo",
+    "ItemInfo",
 ]
 
 FactStatus = Literal["active", "superseded", "deleted", "pruned"]
@@ -101,6 +102,21 @@ class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
     last_status: str | None = None
     last_result: str | None = None
     run_count: int = 0
+
+
+class ItemInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """A framework store item (LangGraph ``BaseStore``): its latest value and times."""
+
+    item_id: str
+    user_id: str
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    indexed: bool = True
+    ttl_minutes: float | None = None
+    expires_at: dt.datetime | None = None
 
 
 class _Session:
@@ -225,6 +241,8 @@ class StateProjection(Projection):
         self._user_tomb: dict[tuple[str, str], dt.datetime] = {}
         self._session_tomb: dict[tuple[str, str], dt.datetime] = {}
         self._embedder: tuple[str, int] | None = None
+        self._items: dict[tuple[str, tuple[str, ...]], dict[str, ItemInfo]] = {}  # (tenant, namespace) -> key -> item
+        self._item_at: dict[tuple[str, str], tuple[tuple[str, ...], str, int]] = {}  # (tenant, item id) -> (ns, key, version)
 
     # -- port --------------------------------------------------------------------------
     def apply(self, events: Sequence[RecordedEvent]) -> None:
@@ -330,6 +348,12 @@ class StateProjection(Projection):
             )
         s.last = max(s.last, rec.time)
 
+    def _on_message_retracted(self, rec: RecordedEvent, e: ev.MessageRetracted) -> None:
+        s = self._sessions.get((rec.tenant, e.session_id))
+        if s is not None:
+            s.messages.pop(e.sequence, None)
+            s.last = max(s.last, rec.time)
+
     def _on_summary(self, rec: RecordedEvent, e: ev.SummaryCommitted) -> None:
         if self._dead(rec.tenant, None, e.session_id, rec.time):
             return
@@ -377,6 +401,12 @@ class StateProjection(Projection):
         for nid in [n for n, x in notes.items() if x.time <= rec.time]:
             del notes[nid]
             self._note_owner.pop((t, nid), None)
+        for iid, (ns, key, _) in list(self._item_at.items()):
+            if iid[0] != t:
+                continue
+            it = self._items.get((t, ns), {}).get(key)
+            if it is not None and it.user_id == u and it.updated_at <= rec.time:
+                self._drop_item(t, iid[1])
         scheds = self._schedules.get((t, u), {})
         for sid in [s for s, x in scheds.items() if x.created <= rec.time]:
             del scheds[sid]
@@ -486,6 +516,48 @@ class StateProjection(Projection):
             s.fields["next_run_at"] = e.next_run_at
         s.updated = max(s.updated, rec.time)
 
+    def _drop_item(self, tenant: str, iid: str) -> None:
+        at = self._item_at.pop((tenant, iid), None)
+        if at is None:
+            return
+        bucket = self._items.get((tenant, at[0]))
+        if bucket is not None:
+            bucket.pop(at[1], None)
+            if not bucket:
+                del self._items[(tenant, at[0])]
+
+    def _item_seen(self, rec: RecordedEvent, iid: str) -> bool:
+        """Whether this item event (or a later one) is already folded: replays change nothing."""
+        at = self._item_at.get((rec.tenant, iid))
+        return at is not None and at[2] >= rec.version
+
+    def _on_item_put(self, rec: RecordedEvent, e: ev.ItemPut) -> None:
+        if self._dead(rec.tenant, e.user_id, None, rec.time) or self._item_seen(rec, e.item_id):
+            return
+        ns = tuple(e.namespace)
+        bucket = self._items.setdefault((rec.tenant, ns), {})
+        old = bucket.get(e.key)
+        bucket[e.key] = ItemInfo(
+            item_id=e.item_id, user_id=e.user_id, namespace=ns, key=e.key, value=dict(e.value),
+            created_at=old.created_at if old is not None else rec.time, updated_at=rec.time, indexed=e.indexed,
+            ttl_minutes=e.ttl_minutes, expires_at=e.expires_at,
+        )
+        self._item_at[(rec.tenant, e.item_id)] = (ns, e.key, rec.version)
+
+    def _on_item_touched(self, rec: RecordedEvent, e: ev.ItemTouched) -> None:
+        at = self._item_at.get((rec.tenant, e.item_id))
+        if at is None or at[2] >= rec.version:
+            return
+        bucket = self._items.get((rec.tenant, at[0]), {})
+        it = bucket.get(at[1])
+        if it is not None:
+            bucket[at[1]] = msgspec.structs.replace(it, expires_at=e.expires_at)
+        self._item_at[(rec.tenant, e.item_id)] = (at[0], at[1], rec.version)
+
+    def _on_item_deleted(self, rec: RecordedEvent, e: ev.ItemDeleted) -> None:
+        if not self._item_seen(rec, e.item_id):
+            self._drop_item(rec.tenant, e.item_id)
+
     def _on_embedder_changed(self, rec: RecordedEvent, e: ev.EmbedderChanged) -> None:
         self._embedder = (e.model_id, e.dim)
 
@@ -589,6 +661,30 @@ class StateProjection(Projection):
                 found.update(u for (t, u), items in d.items() if t == tenant and items)
         return sorted(found)
 
+    def item(self, tenant: str, namespace: tuple[str, ...], key: str) -> ItemInfo | None:
+        """One framework store item, or None."""
+        with self._lock:
+            return self._items.get((tenant, tuple(namespace)), {}).get(key)
+
+    def item_by_id(self, tenant: str, item_id: str) -> ItemInfo | None:
+        """One framework store item by its id, or None."""
+        with self._lock:
+            at = self._item_at.get((tenant, item_id))
+            return None if at is None else self._items.get((tenant, at[0]), {}).get(at[1])
+
+    def item_namespaces(self, tenant: str) -> list[tuple[str, ...]]:
+        """Namespaces of the tenant that hold at least one item, sorted."""
+        with self._lock:
+            return sorted(ns for (t, ns), b in self._items.items() if t == tenant and b)
+
+    def items(self, tenant: str, prefix: tuple[str, ...] = ()) -> list[ItemInfo]:
+        """Items of the tenant under a namespace prefix, newest update first."""
+        n = len(prefix)
+        with self._lock:
+            out = [it for (t, ns), b in self._items.items() if t == tenant and ns[:n] == tuple(prefix) for it in b.values()]
+        out.sort(key=lambda i: (i.updated_at, i.namespace, i.key), reverse=True)
+        return out
+
     def embedder(self) -> tuple[str, int] | None:
         """(model_id, dim) from the last ``EmbedderChanged`` event, or None."""
         with self._lock:
@@ -597,7 +693,7 @@ class StateProjection(Projection):
     def snapshot(self) -> dict[str, Any]:
         """Every tenant's state as plain data (for comparing folds in tests and tools)."""
         with self._lock:
-            tenants = sorted({t for t, _ in self._sessions} | {t for t, _ in self._facts}
+            tenants = sorted({t for t, _ in self._sessions} | {t for t, _ in self._facts} | {t for t, _ in self._items}
                              | {t for t, _ in self._notes} | {t for t, _ in self._schedules})
             out: dict[str, Any] = {}
             for t in tenants:
@@ -608,6 +704,7 @@ class StateProjection(Projection):
                     "facts": {u: self.facts(t, u, include_inactive=True) for u in users},
                     "notes": {u: self.notes(t, u) for u in users},
                     "schedules": {u: self.schedules(t, u) for u in users},
+                    "items": self.items(t),
                 }
             return msgspec.to_builtins(out)
 
@@ -615,6 +712,7 @@ class StateProjection(Projection):
 _HANDLERS: dict[type, Any] = {
     ev.SessionStarted: StateProjection._on_session_started,
     ev.MessageAppended: StateProjection._on_message,
+    ev.MessageRetracted: StateProjection._on_message_retracted,
     ev.SummaryCommitted: StateProjection._on_summary,
     ev.SessionForgotten: StateProjection._on_session_forgotten,
     ev.UserForgotten: StateProjection._on_user_forgotten,
@@ -631,4 +729,7 @@ _HANDLERS: dict[type, Any] = {
     ev.ScheduleDeleted: StateProjection._on_schedule_deleted,
     ev.ScheduleRun: StateProjection._on_schedule_run,
     ev.EmbedderChanged: StateProjection._on_embedder_changed,
+    ev.ItemPut: StateProjection._on_item_put,
+    ev.ItemTouched: StateProjection._on_item_touched,
+    ev.ItemDeleted: StateProjection._on_item_deleted,
 }

@@ -1,0 +1,192 @@
+"""``Memory.items``: the key-value item store that framework adapters (LangGraph) sit on.
+
+Items are events (``ItemPut`` / ``ItemDeleted`` / ``ItemTouched`` in ``items:<tenant>:<user>``),
+written by the owning user's ``ItemsActor``, folded into the state (values, times) and into the
+chunk index (kind ``item``), so a query search is eidetica's hybrid search.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Callable, Sequence
+
+from .actors._text import check_id
+from .errors import InvalidInput
+from .events.streams import parse_stream
+from .projections import ItemInfo
+
+__all__ = ["Items", "ItemInfo", "check_namespace"]
+
+_MAX_SCAN = 10_000  # chunk rows asked of the index at most, per search
+
+
+def check_namespace(field: str, namespace: Any, *, allow_empty: bool = False) -> tuple[str, ...]:
+    """A namespace as LangGraph validates it: a tuple of non-empty strings without '.' or NUL."""
+    if isinstance(namespace, list):
+        namespace = tuple(namespace)
+    if not isinstance(namespace, tuple) or (not namespace and not allow_empty):
+        raise InvalidInput(field, "must be a non-empty tuple of strings", namespace)
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+            raise InvalidInput(field, "labels must be non-empty strings without '.' or NUL", namespace)
+    return namespace
+
+
+def _check_ttl(field: str, ttl: Any) -> float | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+        raise InvalidInput(field, "must be a number of minutes > 0, or None", ttl)
+    return float(ttl)
+
+
+class Items:
+    """The items of one tenant: put, get, search, list namespaces, TTL refresh and sweep."""
+
+    def __init__(self, memory: Any) -> None:  # the Memory facade (imported by it: no import back)
+        self._m = memory
+
+    def _now(self) -> dt.datetime:
+        return self._m.clock()
+
+    def put(self, ops: Sequence[dict[str, Any]]) -> int:
+        """Write items in one call per owning user; returns the last log offset (-1 when nothing was written).
+
+        Each op: ``namespace`` (tuple), ``key`` (str), ``value`` (dict, or None to delete),
+        ``user`` (the owner: its stream, and what ``forget_user`` covers), ``texts`` (the
+        texts to embed and index; None: not searchable by query), ``ttl`` (minutes or None).
+        """
+        if isinstance(ops, (str, bytes, dict)) or not isinstance(ops, Sequence):
+            raise InvalidInput("ops", "must be a list of dicts")
+        by_user: dict[str, list[dict[str, Any]]] = {}
+        for i, op in enumerate(ops):
+            if not isinstance(op, dict):
+                raise InvalidInput(f"ops[{i}]", "must be a dict")
+            ns = check_namespace(f"ops[{i}].namespace", op.get("namespace"))
+            key = op.get("key")
+            if not isinstance(key, str):
+                raise InvalidInput(f"ops[{i}].key", "must be a string", key)
+            value = op.get("value")
+            if value is not None and not isinstance(value, dict):
+                raise InvalidInput(f"ops[{i}].value", "must be a dict or None", value)
+            texts = op.get("texts")
+            if texts is not None and (not isinstance(texts, list) or not all(isinstance(t, str) for t in texts)):
+                raise InvalidInput(f"ops[{i}].texts", "must be a list of strings or None", texts)
+            user = check_id(f"ops[{i}].user", op.get("user"))
+            ttl = _check_ttl(f"ops[{i}].ttl", op.get("ttl"))
+            by_user.setdefault(user, []).append(
+                {"namespace": ns, "key": key, "value": value, "texts": [t for t in texts if t.strip()] if texts is not None else None,
+                 "ttl": ttl}
+            )
+        last = -1
+        for user, items in by_user.items():
+            last = max(last, self._m.runtime.items(self._m.tenant, user).put_many(items))
+        return last
+
+    def _live(self, it: ItemInfo | None, omit_expired: bool) -> bool:
+        return it is not None and not (omit_expired and it.expires_at is not None and it.expires_at <= self._now())
+
+    def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = False, omit_expired: bool = False) -> ItemInfo | None:
+        """The item at (namespace, key), or None."""
+        ns = check_namespace("namespace", tuple(namespace))
+        if not isinstance(key, str):
+            raise InvalidInput("key", "must be a string", key)
+        self._m._sync()
+        it = self._m.state.item(self._m.tenant, ns, key)
+        if not self._live(it, omit_expired):
+            return None
+        if refresh_ttl and it.ttl_minutes is not None:  # type: ignore[union-attr]
+            self.touch([it])  # type: ignore[list-item]
+        return it
+
+    def touch(self, items: Sequence[ItemInfo]) -> None:
+        """Refresh the TTL of these items (a write: ``ItemTouched``)."""
+        by_user: dict[str, list[str]] = {}
+        for it in items:
+            if it.ttl_minutes is not None:
+                by_user.setdefault(it.user_id, []).append(it.item_id)
+        for user, ids in by_user.items():
+            self._m.runtime.items(self._m.tenant, user).touch(ids)
+
+    def search(
+        self,
+        prefix: Sequence[str] = (),
+        *,
+        query: str | None = None,
+        where: Callable[[ItemInfo], bool] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+        omit_expired: bool = False,
+    ) -> list[tuple[ItemInfo, float | None]]:
+        """Items under ``prefix`` that ``where`` admits: ranked by hybrid search when ``query`` is
+        given (items without a match follow, scoreless), else newest update first."""
+        pre = check_namespace("prefix", tuple(prefix), allow_empty=True)
+        for name, v in (("limit", limit), ("offset", offset)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InvalidInput(name, "must be an int >= 0", v)
+        if query is not None and not isinstance(query, str):
+            raise InvalidInput("query", "must be a string or None", query)
+        self._m._sync()
+        want = offset + limit
+        if limit == 0:
+            return []
+        if query is not None and query.strip():
+            out = self._ranked(query, pre, where, omit_expired, want)[offset:want]
+        else:
+            admitted = (it for it in self._m.state.items(self._m.tenant, pre)
+                        if self._live(it, omit_expired) and (where is None or where(it)))
+            out = [(it, None) for k, it in zip(range(want), admitted)][offset:]
+        if refresh_ttl:
+            self.touch([it for it, _ in out])
+        return out
+
+    def _ranked(
+        self, query: str, prefix: tuple[str, ...], where: Callable[[ItemInfo], bool] | None, omit_expired: bool, want: int
+    ) -> list[tuple[ItemInfo, float | None]]:
+        """Hybrid search over item rows; admitted items are looked up per hit, so a query costs
+        what the engines return, not the size of the namespace."""
+        state, tenant, n = self._m.state, self._m.tenant, len(prefix)
+        namespaces = [ns for ns in state.item_namespaces(tenant) if ns[:n] == prefix]
+        if not namespaces:
+            return []
+        # one namespace: its rows' session_id is an indexed filter (exact search over it)
+        session_id = ".".join(namespaces[0]) if len(namespaces) == 1 else None
+
+        def admit(it: ItemInfo | None) -> bool:
+            return (it is not None and it.namespace[:n] == prefix and self._live(it, omit_expired)
+                    and (where is None or where(it)))
+
+        k = min(_MAX_SCAN, max(20, 2 * want))
+        while True:
+            hits = self._m._search(query, top_k=k, user=None, kinds=["item"], session_id=session_id, min_score=None,
+                                   names=False, candidates=k)
+            scored: dict[str, tuple[ItemInfo, float]] = {}
+            for h in hits:
+                if h.source_id not in scored:
+                    it = state.item_by_id(tenant, h.source_id)
+                    if admit(it):
+                        scored[h.source_id] = (it, float(h.score))  # type: ignore[assignment]
+            if len(scored) >= want or len(hits) < k or k >= _MAX_SCAN:
+                break
+            k = min(_MAX_SCAN, k * 4)
+        out: list[tuple[ItemInfo, float | None]] = list(scored.values())
+        if len(out) < want:  # items the engines did not propose (not indexed, no match) follow, scoreless
+            rest = (it for it in state.items(tenant, prefix) if it.item_id not in scored and admit(it))
+            out += [(it, None) for _, it in zip(range(want - len(out)), rest)]
+        return out
+
+    def namespaces(self) -> list[tuple[str, ...]]:
+        """Namespaces holding at least one item, sorted."""
+        self._m._sync()
+        return self._m.state.item_namespaces(self._m.tenant)
+
+    def sweep(self, now: dt.datetime | None = None) -> int:
+        """Delete every expired item of the tenant (``ItemDeleted``, reason "expired"); returns how many."""
+        self._m._sync()
+        users = sorted({parse_stream(s)[2] for s in self._m.log.streams()  # type: ignore[attr-defined]
+                        if s.startswith("items:") and parse_stream(s)[1] == self._m.tenant})
+        n = sum(self._m.runtime.items(self._m.tenant, u).sweep(now) for u in users)
+        if n:
+            self._m._sync()
+        return n
