@@ -60,7 +60,7 @@ def test_help_explains_every_command() -> None:
     out = spawn("--help")
     assert out.returncode == 0
     for cmd in ("demo", "remember", "recall", "list", "forget", "sessions", "history", "export", "import",
-                "clear", "rebuild", "compact", "reembed", "stats", "tail"):
+                "clear", "rebuild", "compact", "reembed", "stats", "tail", "snapshot"):
         assert cmd in out.stdout, cmd
 
 
@@ -180,3 +180,15 @@ def test_demo_runs_and_reruns(tmp_path) -> None:
         assert out.returncode == 0, out.stderr
         assert "Rolling session summary" in out.stdout
         assert "store statistics" in out.stdout
+
+
+def test_snapshot_and_stats_show_its_age_and_tail(store) -> None:
+    run("remember", "Ada likes tea", "--user", "ada", store=store)
+    before = json.loads(run("stats", "--json", store=store).stdout)["snapshot"]
+    assert before["age_s"] is None and before["tail_events"] > 0  # no snapshot yet: a start replays everything
+    out = run("snapshot", store=store)
+    assert out.returncode == 0 and "snapshot written" in out.stdout, out.stderr
+    after = json.loads(run("stats", "--json", store=store).stdout)["snapshot"]
+    assert after["age_s"] is not None and after["tail_events"] == 0
+    table = run("stats", store=store).stdout
+    assert "snapshot age" in table and "snapshot tail" in table

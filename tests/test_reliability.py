@@ -244,6 +244,8 @@ def test_forgotten_text_is_nowhere_on_disk_after_compact(tmp_path) -> None:
         m.session("keep", user="carol").append("user", "carol keeps this message")
         for _ in range(3):  # several LanceDB versions and Tantivy commits
             m.remember(f"filler {_}", user="carol")
+        m.session("victim-session", user="bob").summarize(force=True)
+        assert m.snapshot() is not None  # a state snapshot holding the facts, note and summary
         m.forget_user("ada")
         m.forget_session("victim-session")
         report = m.compact()
@@ -271,6 +273,14 @@ def test_forgotten_text_is_nowhere_on_disk_after_compact(tmp_path) -> None:
         assert seen > 0  # the check looked at real rows
         hits = m.search(marker_user, user="ada", min_score=0.0, mode="text") + m.search(marker_session, user="bob", min_score=0.0, mode="text")
         assert hits == []
+        # the state snapshot compact wrote, read as Arrow: no forgotten text in any table
+        snaps = [d for d in (path / "snapshots").iterdir()]
+        assert len(snaps) == 1 and m.state.snapshot_info()["created"] is not None
+        import pyarrow as pa
+
+        for f in snaps[0].glob("*.arrow"):
+            rows = str(pa.ipc.open_file(str(f)).read_all().to_pylist())
+            assert marker_user not in rows and marker_session not in rows, f
 
 
 # -- concurrency, permissions ----------------------------------------------------------------

@@ -112,6 +112,10 @@ class RemoteLog(EventLog):
         """A stream's events."""
         return _get(self.handle.call.remote("read_stream", stream, from_version))
 
+    def read_offsets(self, offsets: Sequence[int], *, partition: int = 0) -> list[RecordedEvent]:
+        """The events at these offsets (message bodies the views read on demand)."""
+        return _get(self.handle.call.remote("read_offsets", list(offsets), partition=partition))
+
     def head(self, partition: int = 0) -> int:
         """Next offset of a partition."""
         return _get(self.handle.call.remote("head", partition))

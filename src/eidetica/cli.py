@@ -257,9 +257,22 @@ def stats(
     table = Table(title=f"eidetica store {path}")
     table.add_column("what")
     table.add_column("value", justify="right")
+    snap = s.pop("snapshot", None) or {}
     for k, v in s.items():
         table.add_row(k, json.dumps(v, default=str) if isinstance(v, dict) else f"{v:,}" if isinstance(v, int) else str(v))
+    age = snap.get("age_s")
+    table.add_row("snapshot age", "none (a start replays the whole log)" if age is None else f"{age:,.1f} s")
+    table.add_row("snapshot tail", f"{snap.get('tail_events', 0):,} events")
     console.print(table)
+
+
+@app.command()
+def snapshot(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+    """Write a snapshot of the in-memory state now (a start then replays only what follows it)."""
+    t = time.perf_counter()
+    with _open(path, tenant, model) as m:
+        where = m.snapshot()
+    console.print(f"snapshot written to {where} in {time.perf_counter() - t:.1f} s" if where else "nothing to snapshot: the store is empty")
 
 
 @app.command()

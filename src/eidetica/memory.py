@@ -106,7 +106,9 @@ class Memory:
         self._closed = False
         try:
             self._check_embedder()
-            self.views = views or LocalViews(self.path, self.log, self.embedder)
+            self.views = views or LocalViews(self.path, self.log, self.embedder,
+                                             snapshot_events=self.config.snapshot_events,
+                                             snapshot_seconds=self.config.snapshot_seconds)
             self._qlock = threading.RLock()
             self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
             self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
@@ -326,10 +328,7 @@ class Memory:
             return cached[1]
         names: set[str] = set()
         for s in sessions:
-            for msg in self.state.messages(self.tenant, s.session_id):
-                name = (msg.metadata or {}).get("name")
-                if isinstance(name, str) and name.strip():
-                    names.add(name.strip())
+            names.update(self.state.names(self.tenant, s.session_id))
         out = frozenset(names)
         self._names[user] = (sig, out)
         return out
@@ -489,10 +488,39 @@ class Memory:
             "summaries_stale": self.runtime.summarizer().stale,
             "extraction_failures": self.extraction_failures,
             "embedder": self.embedder.model_id,
+            "snapshot": self._snapshot_stats(),
         }
         if hasattr(self.views, "status"):  # view replicas (Ray): applied offsets and lag of each
             out["replicas"] = self.views.status()
         return out
+
+    def _snapshot_stats(self) -> dict[str, Any]:
+        """The state snapshot's age and the tail a start would replay after it."""
+        info = self.state.snapshot_info()
+        ck, created = info["checkpoint"], info["created"]
+        heads = {p: self.log.head(p) for p in range(self.log.partitions)}
+        return {
+            "age_s": None if created is None else round((_utcnow() - created).total_seconds(), 1),
+            "tail_events": sum(h - ck.get(p, 0) for p, h in heads.items()),
+            "path": info["path"],
+        }
+
+    def snapshot(self) -> str | None:
+        """Write a snapshot of the in-memory state now; returns its directory (None when the store is empty)."""
+        self._sync()
+        with self._qlock:
+            paths = self.projector.snapshot()
+        return paths[0] if paths else None
+
+    def _tenant_events(self) -> Iterator[RecordedEvent]:
+        for p in range(self.log.partitions):
+            for batch in self.log.read_batches(partition=p):
+                tenants = batch.column("tenant").to_pylist()
+                if self.tenant not in tenants:
+                    continue
+                for ev in events_from_batch(batch):
+                    if ev.tenant == self.tenant:
+                        yield ev
 
     def export(self, path: str | os.PathLike[str]) -> int:
         """Write this tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""

@@ -42,12 +42,17 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
     prune_below: float = 0.3
     prune_after_days: float = 30.0
     max_memories: int = 1000
+    # state snapshots: after this many events, or this many seconds with new events (a start
+    # then replays only what follows the newest one)
+    snapshot_events: int = 50_000
+    snapshot_seconds: float = 300.0
     # schedules
     min_interval_seconds: int = 60
     max_run_history: int = 20
 
     def __post_init__(self) -> None:
-        for name in ("window", "token_budget", "restore_messages", "chunk_chars", "max_memories", "retain_recent"):
+        for name in ("window", "token_budget", "restore_messages", "chunk_chars", "max_memories", "retain_recent",
+                     "snapshot_events"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidInput(name, "must be an int >= 1", v)
@@ -59,5 +64,8 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
             raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", self.strategy)
         if not 0 < self.summary_target < self.summary_trigger <= 1.5:
             raise InvalidInput("summary_target", "must satisfy 0 < target < trigger")
+        if isinstance(self.snapshot_seconds, bool) or not isinstance(self.snapshot_seconds, (int, float)) \
+                or not self.snapshot_seconds > 0:
+            raise InvalidInput("snapshot_seconds", "must be a number > 0", self.snapshot_seconds)
         if self.max_sessions is not None and self.max_sessions < 1:
             raise InvalidInput("max_sessions", "must be None or >= 1", self.max_sessions)

@@ -64,6 +64,11 @@ class Projection(abc.ABC):
         the replay failed (``completed`` False), return to a state its saved checkpoint describes
         (default: nothing)."""
 
+    def write_snapshot(self, *, closing: bool = False) -> str | None:
+        """Save in-memory output with its checkpoint now (closing: only when worth it); returns
+        where, or None (default: nothing to snapshot, the output is durable by itself)."""
+        return None
+
     def close(self) -> None:
         """Release files and threads (default: nothing)."""
 

@@ -167,7 +167,7 @@ class ChunkIndex(BulkRebuild, Projection):
         # rows only) and skip their delete-by-key: that duplicated them in Tantivy. A superset
         # (the term dictionary keeps deleted, unmerged documents' keys): an extra delete is a
         # no-op. Cleared whenever Tantivy is rebuilt or emptied.
-        self._text_only: set[int] = self._text.key_hashes() - self._lance.keys
+        self._text_only_keys: set[int] | None = None  # computed on first use (see _text_only)
         self._marks = Marks(os.path.join(self.path, "marks.jsonl"))
         self._ckpt_path = os.path.join(self.path, "checkpoint.json")
         self._ckpt = self._read_checkpoint()
@@ -181,6 +181,18 @@ class ChunkIndex(BulkRebuild, Projection):
             # from 0 anyway; start that replay from empty engines (no half-loaded table)
             log.warning("chunk index at %s: an interrupted rebuild is discarded", self.path)
             self.reset()
+
+    @property
+    def _text_only(self) -> set[int]:
+        """Keys Tantivy may hold that LanceDB does not (see __init__), on first use: both key
+        scans cost in proportion to the index, and a store opened to be read needs neither."""
+        if self._text_only_keys is None:
+            self._text_only_keys = self._text.key_hashes() - self._lance.keys
+        return self._text_only_keys
+
+    @_text_only.setter
+    def _text_only(self, value: set[int]) -> None:
+        self._text_only_keys = value
 
     # -- port --------------------------------------------------------------------------
     def _read_checkpoint(self) -> dict[int, int]:

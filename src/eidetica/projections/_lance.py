@@ -194,6 +194,14 @@ class LanceChunks:
     """The ``chunks`` table: idempotent writes, filtered vector search, ANN and compaction."""
 
     def __init__(self, path: str, dim: int, ann: dict[str, Any] | None = None) -> None:
+        # lancedb's Rust logger (env_logger, read once at import) prints WARN lines to the
+        # user's terminal; the ones seen here are IVF bookkeeping, not problems: when
+        # optimize() splits oversized IVF partitions towards the index's target partition
+        # size, the merged index has more partitions than the old one and the builder logs
+        # "partition index is X but the number of partitions is Y, skip loading it" for each
+        # new partition it does not find in the old index (its rows were reassigned by the
+        # split). Errors still print; LANCEDB_LOG set by the user wins.
+        os.environ.setdefault("LANCEDB_LOG", "error")
         import lancedb  # lazy: see module docstring
 
         self.path = path
@@ -204,9 +212,11 @@ class LanceChunks:
         self.table = self._open()
         self._has_ann: bool | None = None
         self.ann_parts = 0  # partitions of the vector index (set when built or by the owner on open)
-        self.keys: set[int] = set()  # hash(key) of rows that may exist: decides add vs merge
+        # hash(key) of rows that may exist: decides add vs merge. Loaded on first use, not on
+        # open: a scan of every key costs time and memory in proportion to the table, and a
+        # store opened to be read (a restart, a CLI query) never needs it
+        self._keys: set[int] | None = None
         self._stream: StreamedAdd | None = None  # an open bulk append (rebuild), see bulk_add
-        self._load_keys()
 
     # -- opening -----------------------------------------------------------------------
     def _open(self) -> Any:
@@ -220,12 +230,24 @@ class LanceChunks:
         """The vector dimension the stored table was created with."""
         return int(self.table.schema.field("vector").type.list_size)
 
+    @property
+    def keys(self) -> set[int]:
+        """hash(key) of every row that may exist (scanned from the table on first use)."""
+        if self._keys is None:
+            keys: set[int] = set()
+            if self.table.count_rows():
+                for batch in self._scan(["key"], None):
+                    keys.update(map(hash, batch.column(0).to_pylist()))
+            self._keys = keys
+        return self._keys
+
+    @keys.setter
+    def keys(self, value: set[int]) -> None:
+        self._keys = value
+
     def _load_keys(self) -> None:
-        self.keys = set()
-        if self.table.count_rows() == 0:
-            return
-        for batch in self._scan(["key"], None):
-            self.keys.update(map(hash, batch.column(0).to_pylist()))
+        """Forget the loaded keys: the next use scans the table again."""
+        self._keys = None
 
     def _scan(self, columns: list[str], where: str | None) -> Iterator[pa.RecordBatch]:
         q = self.table.search().select(columns).limit(None)

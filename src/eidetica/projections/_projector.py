@@ -120,6 +120,11 @@ class Projector:
                     p.maintain(force=force)
             self._dirty.clear()
 
+    def snapshot(self, closing: bool = False) -> list[str]:
+        """Have the projections that hold state in memory snapshot it (between batches); returns the paths."""
+        with self._apply_lock:
+            return [p for p in (proj.write_snapshot(closing=closing) for proj in self.projections) if p]
+
     # -- background --------------------------------------------------------------------
     def start(self, poll_seconds: float = 0.05) -> None:
         """Tail the log from a background thread until ``stop()``."""

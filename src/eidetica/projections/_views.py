@@ -78,7 +78,11 @@ class ModelView(Projection):
 class LocalViews:
     """The projections of a store in this process: state folds, the chunk index, the projector."""
 
-    def __init__(self, path: Path, log: EventLog, embedder: Embedder) -> None:
+    def __init__(
+        self, path: Path, log: EventLog, embedder: Embedder, *, snapshot_events: int = 50_000,
+        snapshot_seconds: float = 300.0,
+    ) -> None:
+        self.snapshot_policy = {"snapshot_events": snapshot_events, "snapshot_seconds": snapshot_seconds}
         self.path = path
         self.log = log
         self.model_id = embedder.model_id
@@ -99,9 +103,13 @@ class LocalViews:
             self._open(embedder)
             self.projector.catch_up()
 
+    def _state(self) -> StateProjection:
+        """The state folds, starting from the newest valid snapshot in ``<store>/snapshots``."""
+        return StateProjection(log=self.log, snapshots=self.path / "snapshots", **self.snapshot_policy)
+
     def _open(self, embedder: Embedder) -> None:
         self.index = None  # type: ignore[assignment]
-        self.state = StateProjection()
+        self.state = self._state()
         self.index = ChunkIndex(self.index_dir, dim=embedder.dim)
         self.projector = Projector(self.log, [self.state, ModelView(self.index, embedder.model_id)])
 
@@ -111,7 +119,9 @@ class LocalViews:
         staging = final.with_name(final.name + ".new")
         shutil.rmtree(staging, ignore_errors=True)
         index = ChunkIndex(staging, dim=embedder.dim)
-        Projector(self.log, [StateProjection(), ModelView(index, embedder.model_id)]).rebuild(None, progress)
+        # the new state's rebuild drops every snapshot first (they may hold forgotten text) and
+        # writes a fresh one at the end; the old state is dropped without writing one
+        Projector(self.log, [self._state(), ModelView(index, embedder.model_id)]).rebuild(None, progress)
         index.close()
         self.index.close()
         old = self.index_dir.with_name(self.index_dir.name + ".old")
@@ -126,5 +136,8 @@ class LocalViews:
         self.projector.catch_up()
 
     def close(self) -> None:
-        """Close the index."""
-        self.index.close()
+        """Snapshot the state when enough is unsaved, then close the index."""
+        try:
+            self.projector.snapshot(closing=True)
+        finally:
+            self.index.close()
