@@ -182,6 +182,40 @@ def test_demo_runs_and_reruns(tmp_path) -> None:
         assert "store statistics" in out.stdout
 
 
+# -- #21 items 11 and 12 -------------------------------------------------------------------
+@pytest.mark.parametrize("args", [
+    ("clear", "--force"), ("recall", "x"), ("list",), ("forget", "fact-x"), ("sessions",), ("history", "s"),
+    ("export",), ("rebuild",), ("compact",), ("stats",), ("reembed", "--model", "hash-32"), ("tail", "--seconds", "0.1"),
+])
+def test_operator_commands_on_a_path_without_a_store_create_nothing(tmp_path, monkeypatch, args) -> None:
+    monkeypatch.chdir(tmp_path)
+    nope = tmp_path / "nope"
+    out = run(*args, "--path", str(nope))
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert f"no eidetica store at {nope}" in out.stderr.replace("\n", "")
+    assert list(tmp_path.iterdir()) == []  # no store, no export file
+
+
+def test_export_without_output_writes_a_dated_file_here(tmp_path, store, monkeypatch) -> None:
+    import datetime as dt
+
+    run("remember", "Ada lives in Berlin", "--user", "ada", store=store)
+    monkeypatch.chdir(tmp_path)
+    out = run("export", "--tenant", "acme", store=store)
+    assert out.returncode == 0, out.stderr
+    want = tmp_path / f"memories-acme-{dt.date.today().isoformat()}.jsonl"
+    assert want.exists()
+    assert str(want) in out.stdout.replace("\n", "")
+
+
+def test_note_and_update_note(store) -> None:
+    nid = run("note", "flight lands 10:40", "--user", "ada", store=store).stdout.strip()
+    assert nid.startswith("note-")
+    out = run("update-note", nid, "flight lands 12:15", "--user", "ada", store=store)
+    assert out.returncode == 0 and nid in out.stdout
+    assert run("update-note", "note-nope", "x", "--user", "ada", store=store).returncode == 1
+
+
 def test_snapshot_and_stats_show_its_age_and_tail(store) -> None:
     run("remember", "Ada likes tea", "--user", "ada", store=store)
     before = json.loads(run("stats", "--json", store=store).stdout)["snapshot"]

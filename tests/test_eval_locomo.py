@@ -71,6 +71,12 @@ def test_loading_turn_text_and_evidence(tiny) -> None:
     t = tiny.sessions[0].turns
     assert t[0].text == "Ana: I adopted a cat named Pixel."
     assert t[1].text == "Ben: Cute! Look at my garden. [image: a photo of tomatoes]"
+    assert t[1].plain == "Cute! Look at my garden. [image: a photo of tomatoes]"
+    # the README's way: what was said, the speaker in the metadata; or the label in the text
+    assert ev.turn_message(t[0])["content"] == "I adopted a cat named Pixel."
+    assert ev.turn_message(t[0])["metadata"] == {"dia_id": "D1:1", "name": "Ana"}
+    assert ev.turn_message(t[0], "label")["content"] == "Ana: I adopted a cat named Pixel."
+    assert "name" not in ev.turn_message(t[0], "label")["metadata"]
     assert t[1].time - t[0].time == ev.TURN_STEP and t[0].time.tzinfo is not None
     assert tiny.sessions[1].turns[0].time == dt.datetime(2023, 6, 1, 0, 5, tzinfo=dt.timezone.utc)
     qs = tiny.questions
@@ -137,7 +143,7 @@ def test_leave_one_out_chooses_on_the_others_and_scores_the_held_out() -> None:
     # held-out questions: a under grid 1 (0, 0), b under grid 1 (0.5), c under grid 0 (0, 0, 0)
     assert h["recall_at_10"] == pytest.approx(0.5 / 6, abs=1e-4)
     assert h["tuned_on_all"]["params"]["vector_weight"] == 0.7  # 3.5/6 vs 3/6
-    assert ev.CONTEXT in ev.GRID
+    assert ev.SearchParams() in ev.GRID  # the product's defaults are a grid point
 
 
 def test_modes_call_the_product_search_with_their_options(tiny, tmp_path) -> None:
@@ -151,15 +157,17 @@ def test_modes_call_the_product_search_with_their_options(tiny, tmp_path) -> Non
                     {"kind": "message", "metadata": {"dia_id": "D2:1"}}]
 
     assert ev.retrieve(Spy(), tiny, "q?", "derived", 5) == ["D1:3", "D2:1"]  # summaries are not expanded
-    assert ev.retrieve(Spy(), tiny, "q?", "hybrid", 5) == ["D1:1", "D1:3", "D2:1"]
-    derived, hybrid = calls[0][1], calls[1][1]
-    assert derived["kinds"] == ["message", "summary", "fact"] and derived["neighbors"] == ev.DERIVED.neighbors
-    assert derived["vector_weight"] == ev.DERIVED.vector_weight and derived["session_weight"] == ev.DERIVED.session_weight
-    assert hybrid["kinds"] == ["message"] and "neighbors" not in hybrid and hybrid["mode"] == "hybrid"
+    assert ev.retrieve(Spy(), tiny, "q?", "hybrid", 5) == ["D1:3", "D2:1"]
+    assert ev.retrieve(Spy(), tiny, "q?", "seed", 5) == ["D1:3", "D2:1"]
+    derived, hybrid, seed = calls[0][1], calls[1][1], calls[2][1]
+    assert derived["kinds"] == ["message", "summary", "fact"] and "neighbors" not in derived
+    # the headline row is search() with no options at all
+    assert set(hybrid) == {"user", "top_k", "min_score"}
+    assert seed["kinds"] == ["message"] and seed["vector_weight"] == 0.7 and seed["time_weight"] == 0.0
 
 
 def test_eval_on_the_tiny_conversation_through_the_api(tiny, tmp_path) -> None:
-    res = ev.run_eval([tiny], modes=["bm25", "hybrid", "context", "derived"], ks=(1, 5), store=tmp_path / "store",
+    res = ev.run_eval([tiny], modes=["bm25", "seed", "hybrid", "derived"], ks=(1, 5), store=tmp_path / "store",
                       embedder="hash", progress=False, log=lambda s: None, holdout=True)
     assert res["questions"] == 4 and res["skipped_questions"] == 1 and res["dropped_evidence"] == 2
     for mode, r in res["by_mode"].items():
@@ -197,6 +205,7 @@ def test_one_dev_conversation_end_to_end(tmp_path) -> None:
         assert len(r["recall_curve"]) == 25 and r["query_ms_p50"] <= r["query_ms_p95"]
     # BM25 alone finds well over a third of the evidence turns in the top 10 (0.56 measured)
     assert last["by_mode"]["bm25"]["recall_at_10"] > 0.4
-    assert last["recall_at_10"] >= last["by_mode"]["bm25"]["recall_at_10"]
+    # the headline is the defaults row, whatever scores best (with the hash embedder, BM25 may)
+    assert last["mode"] == "hybrid" and last["recall_at_10"] == last["by_mode"]["hybrid"]["recall_at_10"]
     full = json.loads((tmp_path / "full.json").read_text())
     assert full["turns"] == 419 and full["ingest_s"] > 0

@@ -74,14 +74,15 @@ def test_damaged_files_raise_corrupt_index_and_the_store_rebuilds_them(tmp_path)
     for f in [f for f in (index_dir / "lance").rglob("*.lance") if f.is_file()]:
         f.write_bytes(b"\0" * 64)  # every data file overwritten
     with pytest.raises(CorruptIndex) as info:
-        # the vector side reads the damaged files (row keys are scanned lazily since snapshots, so
-        # opening alone no longer touches them)
-        ChunkIndex(index_dir, dim=64).search(tenant="default", text="gardening", vector=np.ones(64, "<f4"), top_k=5, mode="hybrid")
+        # the vector side reads LanceDB's data files (opening no longer scans them: keys load on first write)
+        ChunkIndex(index_dir, dim=64).search(tenant="default", text="gardening", vector=np.ones(64, np.float32),
+                                             top_k=5, mode="hybrid")
     assert "lance" in info.value.path
-    with pytest.warns(UserWarning, match="rebuilding it from the log"):
-        with open_store(path) as m:
-            # rebuilt at open when the open touches the damage, else at the first query that does
-            assert [(h.id, h.score) for h in m.recall("gardening", user="u", top_k=5)] == before
+    # opening does not read LanceDB's data files, so the damage shows at the first query, which rebuilds
+    with open_store(path) as m:
+        with pytest.warns(UserWarning, match="rebuilding it from the log"):
+            got = [(h.id, h.score) for h in m.recall("gardening", user="u", top_k=5)]
+        assert got == before
 
 
 def test_corrupt_index_pickles_with_its_fields() -> None:

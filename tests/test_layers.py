@@ -1,6 +1,7 @@
 """Imports point one way: facade / server / client / ray host -> actors -> projections -> events.
 
-Providers sit beside events; ``errors`` is the floor everyone may import. Every import is
+Providers sit beside events; ``errors`` (and ``_blas``, NumPy's BLAS thread control) is the
+floor everyone may import. Every import is
 counted, the lazy ones inside functions included (a lazy upward import is still an upward
 edge, and it was how the one cycle we had hid).
 """
@@ -13,7 +14,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "eidetica"
 
 # rank of each layer; a module may import its own layer or a lower rank only
-RANKS = {"errors": 0, "events": 1, "providers": 1, "projections": 2, "actors": 3}
+RANKS = {"errors": 0, "_blas": 0, "events": 1, "providers": 1, "projections": 2, "actors": 3}
 TOP = 4  # the facade, the Ray host, the server, the client, the cli, integrations, ...
 
 

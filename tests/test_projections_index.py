@@ -416,7 +416,7 @@ def test_neighbors_lift_the_message_next_to_a_match(fresh) -> None:
     log, idx, pj = fresh
     _conversation(log)
     pj.catch_up()
-    kw = dict(tenant="t", text="colour paint shed", mode="text", top_k=4)
+    kw = dict(tenant="t", text="colour paint shed", mode="text", top_k=4, calibrate=False)  # raw sums
     plain = [h.id for h in idx.search(**kw)]
     assert plain[0] == "q" and "a" not in plain  # the answer shares no term with the question
     kw["mode"] = "hybrid"
@@ -432,7 +432,7 @@ def test_session_weight_adds_the_sessions_best_score(fresh) -> None:
     log, idx, pj = fresh
     _conversation(log)
     pj.catch_up()
-    kw = dict(tenant="t", text="colour paint shed", vector=hvec("colour paint shed"), top_k=4)
+    kw = dict(tenant="t", text="colour paint shed", vector=hvec("colour paint shed"), top_k=4, calibrate=False)
     base = {h.id: h.score for h in idx.search(**kw)}
     sess = {h.id: h.score for h in idx.search(**kw, session_weight=0.4)}
     best = max(base[k] for k in ("q", "a", "x"))

@@ -73,10 +73,16 @@ def pinned(tmp_path_factory):
 
 
 def test_default_hybrid_scores_are_pinned(pinned) -> None:
-    hits = pinned.search(tenant="t", text="zebra", vector=unit((0, 1.0)))
+    # the raw fusion (min-max, 0.7/0.3) is pinned with calibrate=False; calibration (#24, on by
+    # default) keeps the order and the ratios and rescales to the best candidate's relevance
+    hits = pinned.search(tenant="t", text="zebra", vector=unit((0, 1.0)), calibrate=False)
     assert [(h.id, round(h.score, 6)) for h in hits] == [(i, round(s, 6)) for i, s in PINNED_HYBRID]
     for h in hits:
         assert h.text_score == pytest.approx(PINNED_BM25.get(h.id, 0.0), abs=1e-9)
+    cal = pinned.search(tenant="t", text="zebra", vector=unit((0, 1.0)))
+    assert [h.id for h in cal] == [h.id for h in hits]
+    assert [c.score / cal[0].score for c in cal] == pytest.approx([h.score / hits[0].score for h in hits])
+    assert 0.0 < cal[0].score <= 1.0
 
 
 def test_text_and_vector_scores_are_pinned(pinned) -> None:

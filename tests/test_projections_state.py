@@ -149,7 +149,7 @@ def test_user_forgotten_removes_everything_of_the_user_in_the_tenant(log) -> Non
         put(log, f"schedules:{tenant}:u", ScheduleCreated(schedule_id="j", user_id="u", name="n", cadence="once",
                                                           expression="e"), tenant=tenant)
     put(log, "session:t:b", msg("b", 0, user="other"))
-    put(log, "facts:t:u", UserForgotten(user_id="u"))
+    put(log, "users:t:u", UserForgotten(user_id="u"))  # on no facts/notes/schedules stream: everything
     st = fold(log)
     assert st.sessions("t", "u") == [] and st.messages("t", "a") == [] and st.summary("t", "a")[1] is None
     assert st.facts("t", "u", include_inactive=True) == [] and st.notes("t", "u") == [] and st.schedules("t", "u") == []
@@ -159,12 +159,28 @@ def test_user_forgotten_removes_everything_of_the_user_in_the_tenant(log) -> Non
     assert len(st.messages("t2", "a")) == 1 and len(st.facts("t2", "u")) == 1 and st.summary("t2", "a")[1] == "s"
 
 
+def test_user_forgotten_on_a_kinds_stream_forgets_that_kind_only(log) -> None:
+    put(log, "session:t:a", msg("a", 0))
+    put(log, "facts:t:u", FactAsserted(fact_id="f", user_id="u", content="c"))
+    put(log, "notes:t:u", NoteStored(note_id="n", user_id="u", text="x"))
+    put(log, "schedules:t:u", ScheduleCreated(schedule_id="j", user_id="u", name="n", cadence="once", expression="e"))
+    put(log, "facts:t:u", UserForgotten(user_id="u"))
+    st = fold(log)
+    assert st.facts("t", "u", include_inactive=True) == []
+    assert len(st.notes("t", "u")) == 1 and len(st.schedules("t", "u")) == 1 and len(st.messages("t", "a")) == 1
+    put(log, "notes:t:u", UserForgotten(user_id="u"))
+    put(log, "schedules:t:u", UserForgotten(user_id="u"))
+    st = fold(log)
+    assert st.notes("t", "u") == [] and st.schedules("t", "u") == []
+    assert [s.session_id for s in st.sessions("t", "u")] == ["a"] and len(st.messages("t", "a")) == 1
+
+
 def test_forget_wins_regardless_of_partition_interleaving(log) -> None:
     """Events of a forgotten user in other partitions stay forgotten however the Projector interleaves."""
     put(log, "session:t:a", msg("a", 0))
     put(log, "summary:t:a", SummaryCommitted(session_id="a", epoch=0, text="s", upto_sequence=0))
-    put(log, "facts:t:u", UserForgotten(user_id="u"))
-    streams = {log.partition_of(s) for s in ("session:t:a", "summary:t:a", "facts:t:u")}
+    put(log, "users:t:u", UserForgotten(user_id="u"))
+    streams = {log.partition_of(s) for s in ("session:t:a", "summary:t:a", "users:t:u")}
     assert len(streams) > 1, "the test needs the streams in different partitions"
     by_part = [log.read(partition=p) for p in range(log.partitions)]
     for order in (range(log.partitions), reversed(range(log.partitions))):

@@ -9,6 +9,7 @@ def test_exported_names_are_pinned() -> None:
         [
             "__version__",
             "open",
+            "connect",
             "Memory",
             "SessionHandle",
             "MemoryConfig",
@@ -33,6 +34,8 @@ def test_exported_names_are_pinned() -> None:
             "DimensionMismatch",
             "NotFound",
             "ProviderError",
+            "StorageError",
+            "Unauthorized",
             "ReplicaBehind",
         ]
     )
@@ -89,6 +92,8 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         errors.DimensionMismatch(384, 12),
         errors.NotFound("fact", "f1"),
         errors.ProviderError("down"),
+        errors.StorageError(28, "No space left on device", "/x/log"),
+        errors.Unauthorized("revoked"),
         errors.ReplicaBehind("views:1", {0: 9}, {0: 3}, 0.5),
     ]
     for e in cases:

@@ -203,3 +203,42 @@ def test_idle_session_actors_retire_and_come_back(cluster, tmp_path) -> None:
     assert [x.sequence for x in s.history()] == [0, 1]
     m.close()
     shutdown_store(path)
+
+
+def test_concurrent_schedule_updates_from_two_clients_lose_nothing(cluster, tmp_path) -> None:
+    """Schedules have one writer per user on Ray: two clients' updates and runs all land, none decided on stale state."""
+    import datetime as dt
+
+    path = tmp_path / "sched"
+    a, b = open_store(path), open_store(path)
+    job = a.schedules.create("sync", "interval", 600, user="ada")
+    a.schedules.update(job.id, expression=3600)
+    b.schedules.update(job.id, name="sync inbox")  # client b must decide on a's change, not its own old view
+    got = b.schedules.get(job.id)
+    assert got.expression == "3600" and got.name == "sync inbox"
+    assert got.next_run_at > dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=3000)
+    errors: list[BaseException] = []
+
+    def client(m, k: int) -> None:
+        try:
+            for i in range(8):
+                m.schedules.record_run(job.id, {"status": "ok" if i % 2 else "error", "output": f"client {k} run {i}"})
+                m.schedules.update(job.id, payload={"last": f"{k}-{i}"})
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=client, args=(m, k)) for k, m in enumerate((a, b))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    final_a, final_b = a.schedules.get(job.id), b.schedules.get(job.id)
+    assert final_a == final_b
+    assert final_a.run_count == 16 and final_a.expression == "3600" and final_a.name == "sync inbox"
+    outputs = {r["output_summary"] for r in final_a.runs}
+    assert outputs == {f"client {k} run {i}" for k in (0, 1) for i in range(8)}
+    assert final_a.consecutive_failures == 0  # every client's last run was ok
+    a.close()
+    b.close()
+    shutdown_store(path)

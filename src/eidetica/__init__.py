@@ -10,6 +10,7 @@ from .errors import __all__ as _errors_all
 from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
 from .memory import Memory, SessionHandle, open
+from ._client import connect
 
 __version__ = "0.1.0"
 
@@ -17,6 +18,7 @@ __all__ = [
     "__version__",
     # the agent-facing API
     "open",
+    "connect",
     "Memory",
     "SessionHandle",
     "MemoryConfig",

@@ -60,7 +60,8 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
                     forgotten = ev.version < item_gone.get(k, -1)
                     if not forgotten and ev.version < item_put.get(k, -1):
                         continue  # an older value's chunks: not live, kept in the log as history
-                elif not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "ChunksEmbedded"):
+                elif not forgotten and ev.type in ("FactAsserted", "FactReinforced", "FactDecayed", "NoteStored", "NoteUpdated",
+                                                   "ChunksEmbedded"):
                     d = ev.decode()
                     src = getattr(d, "source_id", None) or getattr(d, "fact_id", None) or getattr(d, "note_id", "")
                     forgotten = src in deleted

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 import ray
 
-from .actors import FactCurator, ItemsActor, MemoryConfig, NotesActor, Runtime, SessionActor, Summarizer
+from .actors import FactCurator, ItemsActor, MemoryConfig, NotesActor, Runtime, SchedulesActor, SessionActor, Summarizer
 from .actors.runtime import make_actor
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
@@ -238,6 +238,7 @@ class RemoteActor:
                 # may hand back the dying one, so back off and ask again
                 time.sleep(min(0.05 * (attempt + 1), 0.5))
                 object.__setattr__(self, "_handle", self._factory())
+                object.__setattr__(self, "_retired", False)  # this one is alive: the janitor may retire it again
             finally:
                 with self._mu:
                     object.__setattr__(self, "_busy", self._busy - 1)
@@ -535,6 +536,10 @@ class RayRuntime(Runtime):
     def notes(self, tenant: str, user_id: str) -> Any:
         """The notes actor of a user."""
         return self._actor("notes", NotesActor, (tenant, user_id), (tenant, user_id))
+
+    def schedules(self, tenant: str, user_id: str) -> Any:
+        """The schedules actor of a user (one writer per user, named: shared by every client)."""
+        return self._actor("schedules", SchedulesActor, (tenant, user_id), (tenant, user_id))
 
     def items(self, tenant: str, user_id: str) -> Any:
         """The items actor of a user."""

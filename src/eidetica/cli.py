@@ -46,9 +46,18 @@ def make_embedder(model: str | None) -> Any:
     raise typer.BadParameter(f"unknown model {model!r}: use 'minilm' or 'hash-<dim>'", param_hint="--model")
 
 
-def _open(path: Path, tenant: str, model: str | None) -> Any:
+def _require_store(path: Path) -> None:
+    """Exit 1 with one line when ``path`` holds no store: an operator command must not create one by accident."""
+    if not (path / "log").is_dir():
+        err.print(f"[red]error:[/] no eidetica store at {escape(str(path))}")
+        raise typer.Exit(1)
+
+
+def _open(path: Path, tenant: str, model: str | None, *, create: bool = False) -> Any:
     from . import memory
 
+    if not create:
+        _require_store(path)
     return memory.open(path, tenant=tenant, embedder=make_embedder(model))
 
 
@@ -69,8 +78,8 @@ def remember(
     category: str = typer.Option("general", "--category", "-c"),
     user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
 ) -> None:
-    """Store a fact about a user."""
-    with _open(path, tenant, model) as m:
+    """Store a fact about a user (creates the store when there is none)."""
+    with _open(path, tenant, model, create=True) as m:
         console.print(m.remember(content, category, user=user))
 
 
@@ -127,6 +136,25 @@ def forget(
 
 
 @app.command()
+def note(
+    text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Store a note about a user; prints its id (creates the store when there is none)."""
+    with _open(path, tenant, model, create=True) as m:
+        console.print(m.store_note(text, user=user))
+
+
+@app.command("update-note")
+def update_note(
+    note_id: str, text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Replace a note's text, keeping its id."""
+    with _open(path, tenant, model) as m:
+        m.update_note(note_id, text, user=user)
+    console.print(f"updated {note_id}")
+
+
+@app.command()
 def sessions(
     user: Optional[str] = typer.Option(None, "--user", "-u"), path: Path = PATH, tenant: str = TENANT,
     model: Optional[str] = MODEL,
@@ -162,19 +190,25 @@ def history(
 
 @app.command()
 def export(
-    output: Path = typer.Option(..., "--output", "-o", help="JSONL file, or .parquet"),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="JSONL file, or .parquet (default: memories-<tenant>-<date>.jsonl here)"
+    ),
     path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
 ) -> None:
     """Export the tenant's events (JSONL by default, Parquet for a .parquet name)."""
+    import datetime as dt
+
     with _open(path, tenant, model) as m:
+        if output is None:
+            output = Path(f"memories-{tenant}-{dt.date.today().isoformat()}.jsonl")
         n = m.export(output)
-    console.print(f"exported {n} events to {output}")
+    console.print(f"exported {n} events to {escape(str(output.resolve()))}")
 
 
 @app.command("import")
 def import_(file: Path, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
-    """Import events written by `export` (idempotent)."""
-    with _open(path, tenant, model) as m:
+    """Import events written by `export` (idempotent; creates the store when there is none)."""
+    with _open(path, tenant, model, create=True) as m:
         n = m.import_(file)
     console.print(f"imported {n} events from {file}")
 
@@ -189,6 +223,7 @@ def clear(
     """Forget all sessions and/or memories of the tenant (asks first on a terminal)."""
     if sessions_only and memories_only:
         raise typer.BadParameter("choose at most one of --sessions-only and --memories-only")
+    _require_store(path)
     what = "sessions" if sessions_only else "memories" if memories_only else "sessions and memories"
     if not force:
         if not sys.stdin.isatty():
@@ -286,6 +321,7 @@ def tail(
 
     from .events import ArrowLog
 
+    _require_store(path)
     log = ArrowLog(path / "log", readonly=True)
     stop = threading.Event()
     if follow_seconds:
@@ -304,6 +340,73 @@ def tail(
             stop.wait(0.5)
     except KeyboardInterrupt:
         pass
+
+
+# -- serving: HTTP API + MCP ------------------------------------------------------------
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="address to bind (non-loopback needs API keys)"),
+    port: int = typer.Option(8765, "--port", min=0, max=65535),
+    runtime: str = typer.Option("local", "--runtime", help="local | ray"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray address (with --runtime ray)"),
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Serve the store over HTTP (JSON API, /docs, /mcp); clients use eidetica.connect(url, api_key=...)."""
+    from . import memory
+    from ._server import serve as run_server
+
+    kw = {"address": address} if runtime == "ray" and address else {}
+    with memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime=runtime, **kw) as m:
+        run_server(m, host=host, port=port)
+
+
+@app.command()
+def mcp(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+    """Serve the store as MCP tools over stdio (for desktop and coding agents)."""
+    from ._server import serve_mcp_stdio
+
+    with _open(path, tenant, model) as m:
+        serve_mcp_stdio(m)
+
+
+keys_app = typer.Typer(help="API keys of `eidetica serve`: each key acts in one tenant.", no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+
+
+@keys_app.command("create")
+def keys_create(
+    tenant: str = typer.Option(..., "--tenant", "-t", help="the tenant the key acts in"),
+    name: str = typer.Option("", "--name", help="a label (who or what uses the key)"),
+    path: Path = PATH,
+) -> None:
+    """Create a key; it is shown once, alone on the last line (only a salted hash is stored)."""
+    from ._server import KeyStore
+
+    key_id, key = KeyStore(path).create(tenant, name)
+    err.print(f"key {key_id} for tenant {tenant!r} created; store it now, it is not shown again:")
+    print(key)
+
+
+@keys_app.command("list")
+def keys_list(path: Path = PATH) -> None:
+    """Key ids, tenants, names and creation times (never the keys)."""
+    from ._server import KeyStore
+
+    table = Table(title="API keys")
+    for col in ("id", "tenant", "name", "created"):
+        table.add_column(col)
+    for k in KeyStore(path).list():
+        table.add_row(k["id"], escape(k["tenant"]), escape(k["name"]), k["created"])
+    console.print(table)
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: str, path: Path = PATH) -> None:
+    """Revoke a key by its id (a running server refuses it from its next request)."""
+    from ._server import KeyStore
+
+    KeyStore(path).revoke(key_id)
+    console.print(f"revoked {key_id}")
 
 
 def main() -> None:

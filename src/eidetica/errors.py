@@ -13,7 +13,9 @@ caller catches either the root or one precise leaf::
     ├── EmbeddingModelChanged  the store was built with another embedder
     ├── DimensionMismatch      a vector has the wrong length for the store
     ├── NotFound               the id names nothing (in this tenant)
+    ├── Unauthorized           a server request without a valid API key (missing, unknown, revoked)
     ├── ProviderError          an embedding or LLM provider failed after retries
+    ├── StorageError           the disk refused a write (full, read-only, I/O error); carries errno and path
     └── ReplicaBehind          a view replica did not reach a read's offset in time (no stale answer)
 """
 
@@ -33,6 +35,8 @@ __all__ = [
     "DimensionMismatch",
     "NotFound",
     "ProviderError",
+    "StorageError",
+    "Unauthorized",
     "ReplicaBehind",
 ]
 
@@ -158,6 +162,29 @@ class NotFound(EideticaError, KeyError):
 
 class ProviderError(EideticaError):
     """An embedding or LLM provider failed (after its retries)."""
+
+
+class StorageError(EideticaError, OSError):
+    """The disk refused a write (``errno``, ``path``); nothing of the failed write was kept. Also an ``OSError``."""
+
+    def __init__(self, errno: int | None, problem: str, path: str) -> None:
+        self._init_args = (errno, problem, path)
+        OSError.__init__(self, errno, f"cannot write to {path}: {problem}")
+        self.errno = errno
+        self.problem = problem
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"cannot write to {self.path}: {self.problem}" + (f" (errno {self.errno})" if self.errno else "")
+
+
+class Unauthorized(EideticaError):
+    """A request to ``eidetica serve`` carried no valid API key (missing, unknown or revoked)."""
+
+    def __init__(self, problem: str = "a valid API key is required") -> None:
+        self._init_args = (problem,)
+        self.problem = problem
+        super().__init__(problem)
 
 
 def _version_name(v: int) -> str:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import msgspec
 
@@ -23,20 +24,21 @@ from .actors import (
 )
 from ._compaction import plan_compaction
 from ._items import Items
-from ._names import names_in, strip_names
-from ._transfer import export_events, import_events
-from .actors._text import check_id, check_text
+from ._names import name_pattern, names_in, strip_names
+from ._transfer import export_events, import_events, tenant_events
+from .actors._text import check_id, check_text, sanitize_category
 from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
 from .events import (
     ArrowLog,
     EmbedderChanged,
     EventLog,
     NewEvent,
-    UserForgotten,
+    RecordedEvent,
 )
-from .events.streams import meta_stream, parse_stream, schedules_stream
+from ._pending import WRITE_ERROR_MODES, PendingWrites
+from .events.streams import meta_stream, parse_stream
 from .projections import LocalViews, SearchHit
-from .projections._ranking import VECTOR_WEIGHT, SearchOptions
+from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SELF, SearchOptions, speaker_label, time_windows
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
@@ -58,22 +60,30 @@ def open(  # noqa: A001 - the contract's name
     config: MemoryConfig | None = None,
     clock: Callable[[], dt.datetime] | None = None,
     fsync: str = "always",
+    on_write_error: str = "raise",
     **options: Any,
 ) -> "Memory":
-    """Open (or create) a memory store at ``path`` for one tenant."""
+    """Open (or create) a memory store at ``path`` for one tenant.
+
+    ``on_write_error="queue"``: best effort, a write the disk refuses never raises into the
+    agent; it is queued in memory, retried and logged (see ``eidetica._pending``).
+    """
     if runtime not in ("local", "ray"):
         raise InvalidInput("runtime", "must be 'local' or 'ray'", runtime)
+    if on_write_error not in WRITE_ERROR_MODES:
+        raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
     if runtime == "ray":
         from ._fleet import open_ray  # imported only when asked for: Ray is heavy
 
         parts = open_ray(path, embedder=embedder, llm=llm, config=config, clock=clock, **options)
         return Memory(
             parts.path, tenant=tenant, embedder=parts.embedder, llm=parts.llm, config=parts.config, clock=clock,
-            log=parts.log, runtime=parts.runtime, views=parts.views,
+            log=parts.log, runtime=parts.runtime, views=parts.views, on_write_error=on_write_error,
         )
     if options:
         raise InvalidInput(sorted(options)[0], "is not an option of the local runtime")
-    return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync)
+    return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync,
+                  on_write_error=on_write_error)
 
 
 class Memory:
@@ -92,8 +102,12 @@ class Memory:
         log: EventLog | None = None,
         runtime: Runtime | None = None,
         views: Any = None,
+        on_write_error: str = "raise",
     ) -> None:
         self.tenant = check_id("tenant", tenant)
+        if on_write_error not in WRITE_ERROR_MODES:
+            raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
+        self._pending: PendingWrites | None = PendingWrites() if on_write_error == "queue" else None
         if config is not None and not isinstance(config, MemoryConfig):
             raise InvalidInput("config", "must be a MemoryConfig", config)
         self.config = config or MemoryConfig()
@@ -111,7 +125,7 @@ class Memory:
                                              snapshot_seconds=self.config.snapshot_seconds)
             self._qlock = threading.RLock()
             self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
-            self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
+            self.schedules = self._schedules_face()
             self.items = Items(self)
         except BaseException:
             self.log.close()
@@ -127,9 +141,17 @@ class Memory:
         view.tenant = check_id("tenant", tenant)
         view._owner = False  # closing a view leaves the store open
         view._names = {}
-        view.schedules = Schedules(self.log, view.tenant, self.config, self.clock)
+        view.schedules = view._schedules_face()
         view.items = Items(view)
         return view
+
+    def _schedules_face(self) -> Schedules:
+        """Schedules of this tenant: writes through the users' actors, reads from the caught-up state."""
+        def state() -> Any:
+            self._sync()
+            return self.state
+
+        return Schedules(self.tenant, self.config, self.clock, lambda u: self.runtime.schedules(self.tenant, u), state)
 
     # -- lifecycle -------------------------------------------------------------------
     def _check_embedder(self) -> None:
@@ -149,6 +171,8 @@ class Memory:
         if not getattr(self, "_owner", True):
             return
         try:
+            if self._pending is not None:
+                self._pending.close()  # one last try; what still fails is logged as lost
             self.runtime.close()
             self.views.close()
         finally:
@@ -159,6 +183,21 @@ class Memory:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    def _write(self, what: str, write: Callable[[], Any], placeholder: Any) -> Any:
+        """Do a write; in best-effort mode a storage failure queues it and returns ``placeholder``."""
+        if self._pending is None:
+            return write()
+        return self._pending.run(what, write, placeholder)
+
+    def retry_pending(self) -> int:
+        """Retry queued writes now (best-effort mode); returns how many still wait for the disk."""
+        return self._pending.retry() if self._pending is not None else 0
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes waiting for the disk (always 0 unless opened with ``on_write_error="queue"``)."""
+        return len(self._pending) if self._pending is not None else 0
 
     @property
     def state(self) -> Any:
@@ -246,10 +285,34 @@ class Memory:
             self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
 
     # -- facts -----------------------------------------------------------------------
-    def remember(self, content: str, category: str = "general", *, user: str) -> str:
-        """Store a fact about a user; returns its id (an existing id when it reinforced one)."""
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
+        """Store a fact about a user; returns its id (an existing id when it reinforced one).
+
+        ``request_id`` (caller-chosen) makes a retry return the first call's id, writing nothing.
+
+        A user keeps at most ``MemoryConfig.max_memories`` (default 1,000) active facts: beyond
+        that every new fact prunes the weakest one (lowest confidence, then least recently
+        reinforced) in the same commit; ``stats()["facts"]`` counts pruned facts.
+        """
         check_id("user", user)
-        return self.runtime.curator(self.tenant, user).remember(content, category, request_id=uuid.uuid4().hex)
+        check_text("content", content)
+        if request_id is not None:
+            check_id("request_id", request_id)
+        rid = request_id or uuid.uuid4().hex  # the request id makes a retried (queued) call exactly-once
+        return self._write(
+            "remember", lambda: self.runtime.curator(self.tenant, user).remember(content, category, request_id=rid),
+            f"pending:{rid}",
+        )
+
+    def remember_many(self, items: Sequence[Any], *, user: str) -> list[str]:
+        """Store many facts about a user with one embedding batch and one log commit; returns their ids.
+
+        ``items``: strings, ``(content, category)`` pairs or ``{"content", "category"}`` dicts,
+        curated in order as ``remember`` would (a repeat reinforces; beyond ``max_memories``
+        the weakest facts are pruned in the same commit).
+        """
+        check_id("user", user)
+        return self.runtime.curator(self.tenant, user).remember_many(items, request_id=uuid.uuid4().hex)
 
     def recall(
         self,
@@ -263,16 +326,37 @@ class Memory:
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
     ) -> list[Hit]:
-        """The user's facts most relevant to ``query`` (re-ranking options as in ``search``)."""
+        """The user's facts most relevant to ``query`` (re-ranking options as in ``search``).
+
+        Facts that answer (score at least ``FACT_MIN_SCORE``, 0.20) come first; then what the
+        user said in their own messages (role ``user``; hits of kind ``message``, a message
+        whose text is already a fact left out) and weaker facts, by calibrated score. The
+        offline extractor keeps only common kinds of statements: a question about anything
+        else is still answered from what the user said. With a ``category``, facts only.
+        """
         check_id("user", user)
-        return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
-                            recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        if category is not None:
+            category = sanitize_category(category)  # the form it was stored in
+            return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
+                                recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        # One search over facts and messages: calibrated scores rank both on one scale.
+        hits = self._search(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"], names=True,
+                            mmr=mmr, recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+        seen = {h.text for h in hits if h.kind == "fact"}
+        out = [h for h in hits if h.kind == "fact" or (h.metadata.get("role", "user") == "user" and h.text not in seen)]
+        # facts that answer (distilled, deduplicated) lead; then the rest by score
+        return sorted(out, key=lambda h: not (h.kind == "fact" and h.score >= FACT_MIN_SCORE))[:top_k]
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
-        """The user's active facts, strongest first."""
+        """The user's active facts, strongest first (from the one fact read model, ``projections.FactInfo``)."""
         check_id("user", user)
         _check_k("limit", limit)
-        facts = self.runtime.curator(self.tenant, user).active(category)[:limit]
+        self._sync()
+        facts = self.state.facts(self.tenant, user)
+        if category is not None:
+            want = sanitize_category(category)
+            facts = [f for f in facts if f.category == want]
+        facts = sorted(facts, key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id))[:limit]
         return [
             Hit(id=f.fact_id, kind="fact", text=f.content, score=round(f.confidence, 4), time=f.created,
                 category=f.category, user_id=user, confidence=f.confidence, source_id=f.fact_id,
@@ -301,15 +385,23 @@ class Memory:
         self.runtime.curator(self.tenant, user).forget_user()
         self.runtime.notes(self.tenant, user).forget_user()
         self.runtime.items(self.tenant, user).forget_user()
-        self.log.append(schedules_stream(self.tenant, user), [NewEvent.of(UserForgotten(user_id=user), tenant=self.tenant)])
-        self.schedules.forget_user(user)
+        self.runtime.schedules(self.tenant, user).forget_user()
         self._sync()
 
     # -- notes -----------------------------------------------------------------------
     def store_note(self, text: str, *, user: str) -> str:
         """Store a note; returns ``note-<uuid>``."""
         check_id("user", user)
-        return self.runtime.notes(self.tenant, user).store(text)
+        check_text("text", text)
+        note_id = f"note-{uuid.uuid4()}"  # chosen here: a queued note already has its id
+        return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(text, note_id=note_id), note_id)
+
+    def update_note(self, note_id: str, text: str, *, user: str) -> None:
+        """Replace a note's text, keeping its id (the old text stays in the log until the note is deleted and compacted)."""
+        check_id("user", user)
+        if not isinstance(note_id, str):
+            raise InvalidInput("note_id", "must be a string", note_id)
+        self.runtime.notes(self.tenant, user).update(note_id, text)
 
     def delete_note(self, note_id: str, *, user: str) -> None:
         """Delete a note."""
@@ -318,7 +410,12 @@ class Memory:
 
     # -- search ----------------------------------------------------------------------
     def participant_names(self, user: str) -> frozenset[str]:
-        """Names of the participants of a user's conversations (``metadata["name"]`` of their messages)."""
+        """Names of the participants of a user's conversations.
+
+        A message's ``metadata["name"]``, or, when it has none, the ``"Name: "`` label its
+        content starts with (a label counts once it starts at least two messages, so a lone
+        "Note: ..." is not taken for a person).
+        """
         check_id("user", user)
         self._sync()
         sessions = self.state.sessions(self.tenant, user)
@@ -327,9 +424,18 @@ class Memory:
         if cached is not None and cached[0] == sig:
             return cached[1]
         names: set[str] = set()
+        labels: dict[str, int] = {}
         for s in sessions:
-            names.update(self.state.names(self.tenant, s.session_id))
-        out = frozenset(names)
+            got = self.state.names(self.tenant, s.session_id)
+            if got:
+                names.update(got)
+                continue
+            # no metadata names in this session: look for "Name: " labels in the bodies (read
+            # from the log; cached with the sessions' message counts above)
+            for msg in self.state.messages(self.tenant, s.session_id):
+                if (label := speaker_label(msg.content)) is not None:
+                    labels[label] = labels.get(label, 0) + 1
+        out = frozenset(names | {n for n, c in labels.items() if c >= 2})
         self._names[user] = (sig, out)
         return out
 
@@ -355,13 +461,22 @@ class Memory:
         # At most one lookup per search: even a cache hit walks the user's sessions to check it.
         people: frozenset[str] | None = None
         q = query
+        # The user's own name ("Where does Ada live?" in Ada's memory): what she said is in the
+        # first person, so the name only matches every fact that names her. It leaves the query
+        # and counts as a speaker (her own unnamed messages, see ``speaker_of``).
+        own = user is not None and bool(re.search(name_pattern(user), query, re.IGNORECASE))
+        if own:
+            q = strip_names(q, [user], re.IGNORECASE)
         if names and user is not None:
             people = self.participant_names(user)
-            q = strip_names(query, people)
+            q = strip_names(q, people)
+        if options.get("time_weight"):
+            # "in July 2023", "on May 3, 2023": matched against message times, not as words
+            options["windows"], q = time_windows(q)
         if options.get("speaker_weight") and user is not None:
             if people is None:
                 people = self.participant_names(user)
-            options["speakers"] = names_in(query, people)
+            options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
         opts = SearchOptions.check(**options)  # validated before any work: bad input changes nothing
         vector = self.embedder.embed([q])[0] if mode != "text" else None
         self._sync()
@@ -388,37 +503,52 @@ class Memory:
         user: str,
         top_k: int = 10,
         exclude_session: str | None = None,
-        min_score: float = 0.60,
+        session_id: str | None = None,
+        min_score: float = MIN_SCORE,
         kinds: Sequence[str] = ("message", "summary"),
         mode: str = "hybrid",
         names: bool = True,
-        candidates: int = 50,
-        vector_weight: float = VECTOR_WEIGHT,
-        neighbors: float | tuple[float, float] = 0.0,
-        session_weight: float = 0.0,
+        candidates: int = SEARCH_DEFAULTS.candidates,
+        vector_weight: float = SEARCH_DEFAULTS.vector_weight,
+        neighbors: float | tuple[float, float] = SEARCH_DEFAULTS.neighbors,
+        session_weight: float = SEARCH_DEFAULTS.session_weight,
         mmr: float | None = None,
         recency_half_life: dt.timedelta | None = None,
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
-        speaker_weight: float = 0.0,
+        speaker_weight: float = SEARCH_DEFAULTS.speaker_weight,
+        time_weight: float = SEARCH_DEFAULTS.time_weight,
+        fusion: str = SEARCH_DEFAULTS.fusion,
     ) -> list[Hit]:
-        """Search a user's conversations across sessions (optionally excluding the current one).
+        """Search a user's conversations across sessions (optionally excluding the current one, or only one: ``session_id``).
 
-        ``names``: drop participants' names (see ``participant_names``) from the query: they
-        say who spoke, not what about. ``candidates``: rows asked of each engine.
-        ``vector_weight``: share of the vector side in hybrid scores. ``neighbors`` /
-        ``session_weight``: add that share of the adjacent messages' / the session's best
+        With no options this is the best configuration measured (BENCHMARKS.md): hybrid
+        vector + BM25 (min-max, 0.5 each), a message gains 0.2 of each adjacent message's
+        score and 0.3 of its session's best, messages of a person the query names gain 0.15,
+        and messages from a period the query names ("in July 2023", "on May 3, 2023") rank
+        first. Scores are calibrated (comparable across queries): ``min_score`` (0.40) drops
+        what is probably not relevant, so a never-discussed topic returns nothing.
+
+        ``names``: drop participants' names (see ``participant_names``) and the user's own
+        name from the query: they say who spoke, not what about. ``candidates``: rows asked of
+        each engine. ``vector_weight``: share of the vector side in hybrid scores. ``neighbors``
+        / ``session_weight``: add that share of the adjacent messages' / the session's best
         score to a message. ``speaker_weight``: added to messages whose speaker the query names
-        (a participant's name; "what does Ana paint?" is answered by Ana). Re-ranking: ``mmr``
-        (lambda, 1 = relevance only), ``recency_half_life`` (scores halve per half-life of age at ``now``),
+        ("what does Ana paint?" is answered by Ana). ``time_weight``: added to messages from a
+        period the query names (the dates leave the query text). ``fusion``: ``minmax``
+        (default), ``absolute`` or ``rrf``. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
+        ``recency_half_life`` (scores halve per half-life of age at ``now``),
         ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
         """
         check_id("user", user)
+        if session_id is not None:
+            check_id("session_id", session_id)
         return self._search(
-            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, min_score=min_score, mode=mode,
+            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, session_id=session_id,
+            min_score=min_score, mode=mode,
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
-            confidence_weight=confidence_weight, speaker_weight=speaker_weight,
+            confidence_weight=confidence_weight, speaker_weight=speaker_weight, time_weight=time_weight, fusion=fusion,
         )
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
@@ -426,8 +556,9 @@ class Memory:
         check_id("user", user)
         _check_k("max_facts", max_facts)
         _check_k("max_tokens", max_tokens)
-        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"])
-        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"])
+        # calibrated scores: a topic never stored gives the "no relevant memories" block
+        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"], min_score=FACT_MIN_SCORE)
+        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"], min_score=FACT_MIN_SCORE)
         lines = ["## Relevant Memory", ""]
         used = count_tokens("\n".join(lines))
         for title, hits in (("### Facts", facts), ("### Notes", notes)):
@@ -489,6 +620,9 @@ class Memory:
             "extraction_failures": self.extraction_failures,
             "embedder": self.embedder.model_id,
             "snapshot": self._snapshot_stats(),
+            # beyond max_memories a user's weakest facts are pruned on every remember: say so
+            "facts": {**self.state.fact_counts(self.tenant, self.config.max_memories),
+                      "max_memories": self.config.max_memories},
         }
         if hasattr(self.views, "status"):  # view replicas (Ray): applied offsets and lag of each
             out["replicas"] = self.views.status()
@@ -513,14 +647,8 @@ class Memory:
         return paths[0] if paths else None
 
     def _tenant_events(self) -> Iterator[RecordedEvent]:
-        for p in range(self.log.partitions):
-            for batch in self.log.read_batches(partition=p):
-                tenants = batch.column("tenant").to_pylist()
-                if self.tenant not in tenants:
-                    continue
-                for ev in events_from_batch(batch):
-                    if ev.tenant == self.tenant:
-                        yield ev
+        """This tenant's events in log order (what ``export`` writes; the server streams them)."""
+        return tenant_events(self.log, self.tenant)
 
     def export(self, path: str | os.PathLike[str]) -> int:
         """Write this tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
@@ -531,7 +659,6 @@ class Memory:
         n = import_events(self.log, self.tenant, path)
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the log on next use
-        self.schedules = Schedules(self.log, self.tenant, self.config, self.clock)
         self._sync()
         return n
 
@@ -639,12 +766,19 @@ class SessionHandle:
         *,
         time: dt.datetime | None = None,
         sequence: int | None = None,
+        event_id: uuid.UUID | None = None,
     ) -> int:
-        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle."""
+        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle.
+
+        ``event_id`` (caller-chosen) makes a retried append idempotent (``eidetica.connect`` sets one).
+        """
         if role == "system":
             self.system_prompt = check_text("content", content)
             return self._m.log.head(self._m.log.partition_of(self._actor.stream)) - 1
-        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence}
+        if event_id is not None and not isinstance(event_id, uuid.UUID):
+            raise InvalidInput("event_id", "must be a uuid.UUID", event_id)
+        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence,
+                "event_id": event_id}
         if not self.buffer_size:
             return self.extend([item])
         from .actors import ROLES
@@ -694,6 +828,9 @@ class SessionHandle:
                 raise InvalidInput(f"messages[{i}]", "must be a dict")
         # event ids are chosen here, by the caller: a retried call is then idempotent
         items = [dict(m, metadata=m.get("metadata") or {}, event_id=m.get("event_id") or uuid.uuid4()) for m in messages]
+        return self._m._write("append", lambda: self._extend(items), -1)
+
+    def _extend(self, items: list[dict[str, Any]]) -> int:
         first_seq = self._actor.last_sequence
         offset = self._actor.append_many(items)
         written = [m for m in self._actor.history() if m.sequence > first_seq]
@@ -764,4 +901,3 @@ def _hit(h: SearchHit) -> Hit:
         metadata=dict(h.metadata or {}), vector_score=round(float(h.vector_score), 4),
         text_score=round(float(h.text_score), 4),
     )
-

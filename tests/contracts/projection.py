@@ -141,8 +141,14 @@ class Workload:
         for t in self.tenants:
             self.appends.append((f"session:{t}:s0-1", [NewEvent.of(SessionForgotten(session_id="s0-1", user_id="u0"),
                                                                     tenant=t, event_id=eid(t, "sf"))]))
-            self.appends.append((f"facts:{t}:u1", [NewEvent.of(UserForgotten(user_id="u1"), tenant=t,
-                                                                event_id=eid(t, "uf"))]))
+            # what forget_user writes: a tombstone per session, and one on each per-user stream
+            for s in range(self.sessions):
+                sid = f"s1-{s}"
+                self.appends.append((f"session:{t}:{sid}", [NewEvent.of(SessionForgotten(session_id=sid, user_id="u1"),
+                                                                         tenant=t, event_id=eid(t, "uf", sid))]))
+            for kind in ("facts", "notes", "schedules"):
+                self.appends.append((f"{kind}:{t}:u1", [NewEvent.of(UserForgotten(user_id="u1"), tenant=t,
+                                                                     event_id=eid(t, "uf", kind))]))
             self.appends.extend(self._session(t, "u1", "s1-back"))
 
     def _session(self, t: str, user: str, sid: str) -> Iterator[tuple[str, list[NewEvent]]]:

@@ -2,11 +2,11 @@
 
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Hit, Message
-from .curator import FactCurator, FactState
+from .curator import FactCurator
 from .items import ItemsActor
 from .notes import NotesActor
 from .runtime import LocalRuntime, Runtime
-from .schedules import ScheduleInfo, Schedules
+from .schedules import ScheduleInfo, Schedules, SchedulesActor
 from .session import ROLES, SUMMARY_PREFIX, SessionActor
 from .summarizer import Summarizer, SummaryResult
 
@@ -16,12 +16,12 @@ __all__ = [
     "Hit",
     "Message",
     "FactCurator",
-    "FactState",
     "NotesActor",
     "ItemsActor",
     "LocalRuntime",
     "Runtime",
     "Schedules",
+    "SchedulesActor",
     "ScheduleInfo",
     "SessionActor",
     "ROLES",

@@ -41,6 +41,9 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
     decay_factor: float = 0.95
     prune_below: float = 0.3
     prune_after_days: float = 30.0
+    # active facts per user; beyond it each remember() prunes the weakest fact (lowest
+    # confidence, then least recently reinforced) in the same commit: raise it for users
+    # with many facts (stats()["facts"] counts the pruned ones)
     max_memories: int = 1000
     # state snapshots: after this many events, or this many seconds with new events (a start
     # then replays only what follows the newest one)

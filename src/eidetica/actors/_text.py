@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import InvalidInput
 
-_CATEGORY_RE = re.compile(r"^[a-z0-9_-]{1,64}$")
+_CATEGORY_BAD = re.compile(r"[^a-z0-9_-]")
 MAX_CONTENT_CHARS = 1_000_000
 MAX_ID_CHARS = 256
 
@@ -41,11 +41,10 @@ def content_hash(text: str) -> str:
 
 
 def sanitize_category(category: Any) -> str:
-    """Lower-case ``[a-z0-9_-]`` of at most 64 chars, else ``general``."""
-    if not isinstance(category, str):
+    """The caller's category, lower-cased, other characters than ``[a-z0-9_-]`` made ``_``, cut to 64; ``general`` when empty."""
+    if not isinstance(category, str) or not category.strip():
         return "general"
-    c = category.strip().lower().replace(" ", "_")
-    return c if _CATEGORY_RE.match(c) else "general"
+    return _CATEGORY_BAD.sub("_", category.strip().lower())[:64]
 
 
 def _utf8(field: str, value: str) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import heapq
+import re
 import threading
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 
+from .._blas import single_threaded_blas
 from ..errors import InvalidInput, NotFound, ProviderError, WrongExpectedVersion
 from ..events import (
     ChunksEmbedded,
@@ -27,17 +30,41 @@ from ..events import (
 from ..events.streams import facts_stream
 from ..events.types import Event
 from ..providers import LLM, Embedder
+from ..providers._base import Coalescer
 from ._config import MemoryConfig
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 
-__all__ = ["FactCurator", "FactState"]
+__all__ = ["FactCurator", "RememberItem"]
 
-_TRIVIAL = {"ok", "okay", "thanks", "thank you", "thx", "yes", "no", "hi", "hello", "bye", "cool", "sure", "k", "lol", "great", "nice"}
+RememberItem = Union[str, tuple, dict]  # "text" | (text, category) | {"content": ..., "category": ...}
+
+_TRIVIAL = {
+    "ok", "okay", "okk", "kk", "k", "thanks", "thank you", "thx", "ty", "tysm", "yes", "yeah", "yep", "yup", "no", "nope",
+    "nah", "hi", "hey", "hello", "bye", "cya", "cool", "sure", "lol", "lmao", "rofl", "great", "nice", "wow", "oh", "ah",
+    "hmm", "hm", "uh", "um", "mhm", "wkwk", "wkwkwk", "xd", "omg", "np", "gg", "brb", "ttyl", "idk", "same", "true", "fine",
+    "alright", "right", "got it", "i see", "sounds good", "good night", "good morning", "see you",
+}
+# Laughter and filler in any length ("hahaha", "wkwkwk", "hehe", "lolol", "xDD", "kkkk", "555"): a message made
+# only of these tokens states nothing durable.
+_FILLER = re.compile(r"^(?:(?:ha|he|hi|ho|hu|wk|lo|ja|je|ke|ka|xd|ok)+h?|a?h+a*|k+|l+o+l+[lo]*|5{3,}|m+|h+m+|u+m+|e+r+m*|o+h+|a+w+)$")
+
+
+def trivial(text: str) -> bool:
+    """Whether a message is small talk that no extractor should see (acknowledgements, laughter, filler)."""
+    t = text.lower().strip()
+    words = re.findall(r"[^\W_]+", t)
+    if not words:
+        return True  # punctuation, emoji only
+    if " ".join(words) in _TRIVIAL:
+        return True
+    if len(words) <= 4 and all(w in _TRIVIAL or _FILLER.match(w) for w in words):
+        return True
+    return len("".join(words)) < 4
 
 
 @dataclass
-class FactState:
-    """A fact as the curator knows it."""
+class _FactState:
+    """What the curator decides with (write side: vectors, decay clocks); readers use ``projections.FactInfo``."""
 
     fact_id: str
     content: str
@@ -50,6 +77,54 @@ class FactState:
     vector: np.ndarray | None = None
     superseded_by: str = ""
     sources: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _VectorSet:
+    """Active facts' vectors in one preallocated matrix: add, remove and nearest in O(1) / one matmul.
+
+    Rows of removed facts are zeroed and reused, capacity doubles when full, so no write
+    rebuilds the matrix (``np.stack`` of every fact per add made adds slow down as facts grew).
+    """
+
+    def __init__(self, dim: int) -> None:
+        self.mat = np.zeros((64, dim), np.float32)
+        self.ids: list[str | None] = []
+        self.slot: dict[str, int] = {}
+        self.free: list[int] = []
+
+    def add(self, fact_id: str, vector: np.ndarray) -> None:
+        """Insert or replace the vector of a fact."""
+        i = self.slot.get(fact_id)
+        if i is None:
+            if self.free:
+                i = self.free.pop()
+                self.ids[i] = fact_id
+            else:
+                i = len(self.ids)
+                if i == self.mat.shape[0]:
+                    grown = np.zeros((2 * i, self.mat.shape[1]), np.float32)
+                    grown[:i] = self.mat
+                    self.mat = grown
+                self.ids.append(fact_id)
+            self.slot[fact_id] = i
+        self.mat[i] = vector
+
+    def remove(self, fact_id: str) -> None:
+        """Drop a fact's vector (its row is zeroed: similarity 0 never passes a threshold)."""
+        i = self.slot.pop(fact_id, None)
+        if i is not None:
+            self.mat[i] = 0.0
+            self.ids[i] = None
+            self.free.append(i)
+
+    def nearest(self, vector: np.ndarray) -> tuple[str | None, float]:
+        """The fact id with the highest dot product to ``vector`` and that product."""
+        if not self.slot:
+            return None, 0.0
+        with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
+            sims = self.mat[: len(self.ids)] @ vector
+        i = int(np.argmax(sims))
+        return self.ids[i], float(sims[i])
 
 
 class FactCurator:
@@ -74,52 +149,98 @@ class FactCurator:
         self.clock = clock
         self.stream = facts_stream(tenant, user_id)
         self._lock = threading.RLock()
+        # concurrent remember() calls of this user share one embedding call and one commit
+        self._remembers = Coalescer(self._remember_batch)
         self.reload()
 
     # -- state -----------------------------------------------------------------------
     def reload(self) -> None:
         """Rebuild the fold from the log."""
         with self._lock:
-            self.facts: dict[str, FactState] = {}
+            self.facts: dict[str, _FactState] = {}
             self.extracted: set[tuple[str, int]] = set()
             self.requests: dict[str, str] = {}  # request id -> fact id (retried calls are no-ops)
+            self._vectors = _VectorSet(self.embedder.dim)
+            self._active: set[str] = set()
+            self._order: dict[str, int] = {}  # fact id -> assertion order (ties in the cap's choice)
+            # (confidence, reinforced, fact_id) pushed on every change; stale entries are
+            # skipped when popped, so finding the weakest facts for the cap costs O(log n)
+            self._weak: list[tuple[float, float, int, str]] = []
             self.version = self.log.stream_version(self.stream)
             for rec in self.log.read_stream(self.stream):
                 self._fold(rec.decode(), rec.time)
-            self._matrix: tuple[list[str], np.ndarray] | None = None
 
     def _fold(self, ev: Event, time: dt.datetime) -> None:
         f = self.facts.get(getattr(ev, "fact_id", ""))
         if getattr(ev, "request_id", ""):
             self.requests[ev.request_id] = ev.fact_id  # type: ignore[attr-defined]
         if isinstance(ev, FactAsserted):
-            self.facts[ev.fact_id] = FactState(
+            self.facts[ev.fact_id] = f = _FactState(
                 ev.fact_id, ev.content, ev.category, ev.confidence, "active", time, time, time, sources=list(ev.sources)
             )
+            self._active.add(f.fact_id)
+            self._order.setdefault(f.fact_id, len(self._order))
+            self._push(f)
         elif isinstance(ev, ChunksEmbedded) and ev.kind == "fact":
             fs = self.facts.get(ev.source_id)
             if fs is not None and ev.model_id == self.embedder.model_id:
                 fs.vector = vectors_from_bytes(ev.vectors, ev.dim)[0]
+                if fs.status == "active":
+                    self._vectors.add(fs.fact_id, fs.vector)
         elif isinstance(ev, FactReinforced) and f:
             f.confidence, f.reinforced, f.decayed = ev.confidence, time, time
             f.sources.extend(ev.sources)
+            self._push(f)
         elif isinstance(ev, FactDecayed) and f:
             f.confidence, f.decayed = ev.confidence, time
-        elif isinstance(ev, FactSuperseded) and f:
-            f.status, f.superseded_by = "superseded", ev.by
-        elif isinstance(ev, FactDeleted) and f:
-            f.status = "deleted"
-        elif isinstance(ev, FactPruned) and f:
-            f.status = "pruned"
+            self._push(f)
+        elif isinstance(ev, (FactSuperseded, FactDeleted, FactPruned)) and f:
+            if isinstance(ev, FactSuperseded):
+                f.status, f.superseded_by = "superseded", ev.by
+            else:
+                f.status = "deleted" if isinstance(ev, FactDeleted) else "pruned"
+            self._active.discard(f.fact_id)
+            self._vectors.remove(f.fact_id)
         elif isinstance(ev, ExtractionCompleted):
             self.extracted.update((ev.session_id, s) for s in ev.sequences)
         elif isinstance(ev, UserForgotten):
             self.facts.clear()
             self.extracted.clear()
-        self._matrix = None
+            self._vectors = _VectorSet(self.embedder.dim)
+            self._active.clear()
+            self._weak.clear()
+            self._order.clear()
 
-    def _commit(self, events: list[tuple[Event, dt.datetime | None]]) -> int:
-        """Append events with the curator's version as the expectation, then fold them."""
+    def _push(self, f: _FactState) -> None:
+        heapq.heappush(self._weak, (f.confidence, f.reinforced.timestamp(), self._order[f.fact_id], f.fact_id))
+        if len(self._weak) > 4 * len(self._active) + 64:
+            # mostly stale entries: rebuild from the live facts (amortised O(1) per push)
+            facts = [self.facts[i] for i in self._active]
+            self._weak = [(f.confidence, f.reinforced.timestamp(), self._order[f.fact_id], f.fact_id) for f in facts]
+            heapq.heapify(self._weak)
+
+    def _weakest(self, n: int) -> list[_FactState]:
+        """The ``n`` weakest active facts (lowest confidence, then least recently reinforced)."""
+        out: list[_FactState] = []
+        keep: list[tuple[float, float, int, str]] = []
+        while self._weak and len(out) < n:
+            item = heapq.heappop(self._weak)
+            conf, ts, _, fid = item
+            f = self.facts.get(fid)
+            if f is None or f.status != "active" or f.confidence != conf or f.reinforced.timestamp() != ts:
+                continue  # stale: a newer entry for this fact is in the heap (or it is gone)
+            keep.append(item)
+            out.append(f)
+        for item in keep:
+            heapq.heappush(self._weak, item)
+        return out
+
+    def _commit(self, events: list[tuple[Event, dt.datetime | None]], folded: bool = False) -> int:
+        """Append events with the curator's version as the expectation, then fold them.
+
+        ``folded``: the events were folded already (a plan that later items of the same call
+        had to see); a failed append then refolds the log, so no unwritten event stays in state.
+        """
         now = self.clock()
         news = [NewEvent.of(e, tenant=self.tenant, time=t or now) for e, t in events]
         try:
@@ -127,29 +248,27 @@ class FactCurator:
         except WrongExpectedVersion:
             self.reload()  # another writer appeared (a restarted actor): refold, let the caller retry
             raise
+        except BaseException:
+            if folded:
+                self.reload()
+            raise
         self.version += len(news)
-        for e, t in events:
-            self._fold(e, t or now)
+        if not folded:
+            for e, t in events:
+                self._fold(e, t or now)
         return last
 
-    def active(self, category: str | None = None) -> list[FactState]:
+    def active(self, category: str | None = None) -> list[_FactState]:
         """Active facts, strongest first."""
         with self._lock:
-            facts = [f for f in self.facts.values() if f.status == "active"]
+            facts = [self.facts[i] for i in self._active]
         if category is not None:
             facts = [f for f in facts if f.category == sanitize_category(category)]
-        return sorted(facts, key=lambda f: (-f.confidence, -f.reinforced.timestamp()))
+        return sorted(facts, key=lambda f: (-f.confidence, -f.reinforced.timestamp(), self._order[f.fact_id]))
 
-    def _nearest(self, vector: np.ndarray) -> tuple[FactState | None, float]:
-        if self._matrix is None:
-            live = [f for f in self.facts.values() if f.status == "active" and f.vector is not None]
-            self._matrix = ([f.fact_id for f in live], np.stack([f.vector for f in live]) if live else np.zeros((0, len(vector)), np.float32))
-        ids, mat = self._matrix
-        if not ids:
-            return None, 0.0
-        sims = mat @ vector
-        i = int(np.argmax(sims))
-        return self.facts[ids[i]], float(sims[i])
+    def _nearest(self, vector: np.ndarray) -> tuple[_FactState | None, float]:
+        fid, sim = self._vectors.nearest(vector)
+        return (self.facts[fid], sim) if fid is not None else (None, 0.0)
 
     # -- writing ---------------------------------------------------------------------
     def remember(
@@ -165,37 +284,106 @@ class FactCurator:
         """Store a fact, or reinforce / supersede a near-duplicate; returns the fact id that holds it.
 
         A ``request_id`` makes the call exactly-once: a retry (say, after an actor restart)
-        returns the fact id the first attempt produced.
+        returns the fact id the first attempt produced. One log commit (one fsync) per call,
+        the ``max_memories`` pruning included.
         """
         if request_id and request_id in self.requests:
             return self.requests[request_id]
         content = check_text("content", content).strip()
         category = sanitize_category(category)
-        if vector is None:
-            vector = self.embedder.embed([content])[0]
+        return self._remembers([(content, category, list(sources), time, vector, request_id)])[0]
+
+    def _remember_batch(self, items: list[tuple[Any, ...]]) -> list[str]:
+        todo = [i for i, it in enumerate(items) if it[4] is None]
+        if todo:
+            vecs = self.embedder.embed([items[i][0] for i in todo])
+            items = list(items)
+            for i, v in zip(todo, vecs):
+                items[i] = (*items[i][:4], v, items[i][5])
+        return self._write(items)
+
+    def remember_many(self, items: Sequence[RememberItem], *, request_id: str = "") -> list[str]:
+        """Store many facts with one embedding batch and one log commit; returns their ids in order.
+
+        ``items``: strings, ``(content, category)`` pairs or ``{"content", "category"}`` dicts.
+        Each item is curated as ``remember`` would, in order (a later item can reinforce an
+        earlier one). Any invalid item raises ``InvalidInput`` naming it and stores nothing.
+        """
+        if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+            raise InvalidInput("items", "must be a list of strings, (content, category) pairs or dicts", type(items).__name__)
+        parsed: list[tuple[str, str]] = []
+        for i, item in enumerate(items):
+            if isinstance(item, str):
+                content, category = item, "general"
+            elif isinstance(item, dict):
+                unknown = set(item) - {"content", "category"}
+                if unknown or "content" not in item:
+                    raise InvalidInput(f"items[{i}]", "a dict needs 'content' and may have 'category'", sorted(item))
+                content, category = item["content"], item.get("category", "general")
+            elif isinstance(item, (tuple, list)) and len(item) == 2:
+                content, category = item
+            else:
+                raise InvalidInput(f"items[{i}]", "must be a string, a (content, category) pair or a dict", item)
+            try:
+                parsed.append((check_text("content", content).strip(), sanitize_category(category)))
+            except InvalidInput as e:
+                raise InvalidInput(f"items[{i}].{e.field}", e.problem, e.value) from None
+        rids = [f"{request_id}:{i}" if request_id else "" for i in range(len(parsed))]
+        if request_id and parsed and all(r in self.requests for r in rids):
+            return [self.requests[r] for r in rids]
+        if not parsed:
+            return []
+        vectors = self.embedder.embed([c for c, _ in parsed])
+        return self._write([(c, cat, [], None, v, r) for (c, cat), v, r in zip(parsed, vectors, rids)])
+
+    def _write(self, items: list[tuple[str, str, list[dict[str, Any]], dt.datetime | None, np.ndarray, str]]) -> list[str]:
+        """Curate items in order and commit them (with any cap pruning) as one append."""
         with self._lock:
             for attempt in range(3):
+                if all(r and r in self.requests for *_, r in items):
+                    return [self.requests[r] for *_, r in items]
+                now = self.clock()
+                events: list[tuple[Event, dt.datetime | None]] = []
+                ids: list[str] = []
                 try:
-                    if request_id and request_id in self.requests:
-                        return self.requests[request_id]
-                    return self._remember(content, category, list(sources), time, vector, request_id)
+                    for content, category, sources, time, vector, rid in items:
+                        if rid and rid in self.requests:
+                            ids.append(self.requests[rid])
+                            continue
+                        planned, fid = self._plan(content, category, sources, time, vector, rid)
+                        for e, t in planned:  # later items of this call must see earlier ones
+                            self._fold(e, t or now)
+                        events += planned
+                        ids.append(fid)
+                    over = len(self._active) - self.config.max_memories
+                    if over > 0:
+                        pruned = [(FactPruned(fact_id=f.fact_id, reason="max_memories"), None) for f in self._weakest(over)]
+                        for e, t in pruned:
+                            self._fold(e, t or now)
+                        events += pruned
+                    if events:
+                        self._commit(events, folded=True)
+                    return ids
                 except WrongExpectedVersion:
                     if attempt == 2:
                         raise
+                except BaseException:
+                    self.reload()  # a provider error mid-plan: nothing was written, drop the folds
+                    raise
             raise AssertionError("unreachable")
 
-    def _remember(
+    def _plan(
         self, content: str, category: str, sources: list[dict[str, Any]], time: dt.datetime | None, vector: np.ndarray,
         request_id: str = "",
-    ) -> str:
+    ) -> tuple[list[tuple[Event, dt.datetime | None]], str]:
+        """The events that store one fact (assert, reinforce or supersede) and the id holding it."""
         best, sim = self._nearest(vector)
         # A near-duplicate that states a different value ("booked for April" -> "for May")
         # is an update, not a restatement: embeddings score such pairs very high.
         conflict = best is not None and sim >= self.config.supersede_threshold and self.llm.contradicts(best.content, content)
         if best is not None and sim >= self.config.reinforce_threshold and not conflict:
             conf = min(1.0, round(best.confidence + self.config.reinforce_step, 6))
-            self._commit([(FactReinforced(fact_id=best.fact_id, confidence=conf, sources=sources, request_id=request_id), time)])
-            return best.fact_id
+            return [(FactReinforced(fact_id=best.fact_id, confidence=conf, sources=sources, request_id=request_id), time)], best.fact_id
         fact_id = f"fact-{uuid.uuid4()}"
         events: list[tuple[Event, dt.datetime | None]] = [
             (
@@ -224,16 +412,7 @@ class FactCurator:
         ]
         if conflict:
             events.append((FactSuperseded(fact_id=best.fact_id, by=fact_id), time))  # type: ignore[union-attr]
-        self._commit(events)
-        self._enforce_cap()
-        return fact_id
-
-    def _enforce_cap(self) -> None:
-        live = self.active()
-        over = len(live) - self.config.max_memories
-        if over > 0:
-            weakest = sorted(live, key=lambda f: (f.confidence, f.reinforced.timestamp()))[:over]
-            self._commit([(FactPruned(fact_id=f.fact_id, reason="max_memories"), None) for f in weakest])
+        return events, fact_id
 
     def forget(self, fact_id: str) -> None:
         """Delete one fact (it stays in the log until the user or store is compacted)."""
@@ -276,12 +455,18 @@ class FactCurator:
         with self._lock:
             for m in todo:
                 text = m["content"].strip()
-                if text.lower().strip(" .!?") in _TRIVIAL or len(text) < 4:
+                if trivial(text):
                     found = []
                 else:
                     found = self.llm.extract_facts(text)  # may raise ProviderError: stays pending
                 source = dict(m.get("metadata") or {}, session_id=m["session_id"], sequence=m["sequence"])
-                got = [self.remember(f.content, f.category, sources=[source], time=m.get("time")) for f in found]
+                # straight to the batch, not through the coalescer: this thread holds the lock a
+                # coalesced leader would wait for (one embedding call for the message's facts)
+                got = self._remember_batch([
+                    (check_text("content", f.content).strip(), sanitize_category(f.category), [source], m.get("time"),
+                     None, "")
+                    for f in found
+                ]) if found else []
                 ids += got
                 done = ExtractionCompleted(session_id=m["session_id"], sequences=[m["sequence"]], facts=got)
                 self._commit([(done, None)])

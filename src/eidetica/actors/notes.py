@@ -8,7 +8,7 @@ import uuid
 from typing import Callable
 
 from ..errors import NotFound
-from ..events import ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, UserForgotten
+from ..events import ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, UserForgotten
 from ..events.streams import notes_stream
 from ..providers import Embedder
 from ._text import check_text, vectors_to_bytes
@@ -32,40 +32,60 @@ class NotesActor:
             ev = rec.decode()
             if isinstance(ev, NoteStored):
                 self.notes[ev.note_id] = (ev.text, rec.time)
+            elif isinstance(ev, NoteUpdated) and ev.note_id in self.notes:
+                self.notes[ev.note_id] = (ev.text, self.notes[ev.note_id][1])
             elif isinstance(ev, NoteDeleted):
                 self.notes.pop(ev.note_id, None)
             elif isinstance(ev, UserForgotten):
                 self.notes.clear()
 
-    def store(self, text: str, time: dt.datetime | None = None) -> str:
-        """Store a note; returns ``note-<uuid>``."""
+    def store(self, text: str, time: dt.datetime | None = None, note_id: str | None = None) -> str:
+        """Store a note; returns ``note-<uuid>`` (a retried call with the same ``note_id`` stores it once)."""
         text = check_text("text", text)
         time = time or self.clock()
-        note_id = f"note-{uuid.uuid4()}"
-        vec = self.embedder.embed([text])
+        if note_id is not None and note_id in self.notes:
+            return note_id
+        note_id = note_id or f"note-{uuid.uuid4()}"
         events = [
             NewEvent.of(NoteStored(note_id=note_id, user_id=self.user_id, text=text), tenant=self.tenant, time=time),
-            NewEvent.of(
-                ChunksEmbedded(
-                    model_id=self.embedder.model_id,
-                    dim=self.embedder.dim,
-                    chunk_ids=[note_id],
-                    vectors=vectors_to_bytes(vec),
-                    texts=[text],
-                    source_id=note_id,
-                    kind="note",
-                    user_id=self.user_id,
-                    category="note",
-                    time=time,
-                ),
-                tenant=self.tenant,
-                time=time,
-            ),
+            self._chunk(note_id, text, time),
         ]
         with self._lock:
             self.log.append(self.stream, events)
             self.notes[note_id] = (text, time or self.clock())
         return note_id
+
+    def update(self, note_id: str, text: str) -> None:
+        """Replace a note's text (same id, re-embedded); ``NotFound`` when this user has no such note."""
+        text = check_text("text", text)
+        time = self.clock()
+        with self._lock:
+            if note_id not in self.notes:
+                raise NotFound("note", note_id)
+            events = [NewEvent.of(NoteUpdated(note_id=note_id, text=text), tenant=self.tenant, time=time),
+                      self._chunk(note_id, text, time)]
+            self.log.append(self.stream, events)
+            self.notes[note_id] = (text, self.notes[note_id][1])
+
+    def _chunk(self, note_id: str, text: str, time: dt.datetime) -> NewEvent:
+        """The note's one searchable row (keyed by the note id, so an update replaces it)."""
+        vec = self.embedder.embed([text])
+        return NewEvent.of(
+            ChunksEmbedded(
+                model_id=self.embedder.model_id,
+                dim=self.embedder.dim,
+                chunk_ids=[note_id],
+                vectors=vectors_to_bytes(vec),
+                texts=[text],
+                source_id=note_id,
+                kind="note",
+                user_id=self.user_id,
+                category="note",
+                time=time,
+            ),
+            tenant=self.tenant,
+            time=time,
+        )
 
     def delete(self, note_id: str) -> None:
         """Delete a note; ``NotFound`` when this user has no such note."""

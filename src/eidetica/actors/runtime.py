@@ -14,13 +14,14 @@ from ._config import MemoryConfig
 from .curator import FactCurator
 from .items import ItemsActor
 from .notes import NotesActor
+from .schedules import SchedulesActor
 from .session import SessionActor
 from .summarizer import Summarizer
 
 __all__ = ["Runtime", "LocalRuntime", "make_actor", "ACTOR_KINDS"]
 
 
-ACTOR_KINDS = ("session", "curator", "notes", "items", "summarizer")
+ACTOR_KINDS = ("session", "curator", "notes", "schedules", "items", "summarizer")
 
 
 def make_actor(
@@ -34,6 +35,8 @@ def make_actor(
         return FactCurator(log, *args, embedder, llm, config, clock)
     if kind == "notes":
         return NotesActor(log, *args, embedder, clock)
+    if kind == "schedules":
+        return SchedulesActor(log, *args, config, clock)
     if kind == "items":
         return ItemsActor(log, *args, embedder, clock)
     if kind == "summarizer":
@@ -59,6 +62,10 @@ class Runtime(abc.ABC):
     def items(self, tenant: str, user_id: str) -> ItemsActor:
         """The items actor of a user (the single writer of the user's framework store items)."""
         raise NotImplementedError
+
+    @abc.abstractmethod
+    def schedules(self, tenant: str, user_id: str) -> SchedulesActor:
+        """The schedules actor of a user (the single writer of the user's schedules)."""
 
     @abc.abstractmethod
     def summarizer(self) -> Summarizer:
@@ -113,6 +120,10 @@ class LocalRuntime(Runtime):
     def notes(self, tenant: str, user_id: str) -> NotesActor:
         """The notes actor of a user."""
         return self._get(("notes", tenant, user_id), lambda: self._make("notes", (tenant, user_id)))
+
+    def schedules(self, tenant: str, user_id: str) -> SchedulesActor:
+        """The schedules actor of a user."""
+        return self._get(("schedules", tenant, user_id), lambda: self._make("schedules", (tenant, user_id)))
 
     def items(self, tenant: str, user_id: str) -> ItemsActor:
         """The items actor of a user."""

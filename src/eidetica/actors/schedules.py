@@ -1,4 +1,10 @@
-"""Schedules: agent reminders and recurring jobs (cron with time zone, once, interval)."""
+"""Schedules: agent reminders and recurring jobs (cron with time zone, once, interval).
+
+``SchedulesActor`` is the single writer of one user's schedules stream (appends carry its
+expected version, like Notes and the FactCurator); ``Schedules`` is the tenant-wide face the
+facade hands out: writes go to the user's actor through the runtime, reads come from the
+one schedule read model, ``projections.ScheduleInfo`` folded by the ``StateProjection``.
+"""
 
 from __future__ import annotations
 
@@ -12,32 +18,29 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 from croniter import croniter
 
-from ..errors import InvalidInput, NotFound
-from ..events import EventLog, NewEvent, ScheduleCreated, ScheduleDeleted, ScheduleRun, ScheduleUpdated, UserForgotten
+from ..errors import InvalidInput, NotFound, WrongExpectedVersion
+from ..events import (
+    EventLog,
+    NewEvent,
+    RecordedEvent,
+    ScheduleCreated,
+    ScheduleDeleted,
+    ScheduleRun,
+    ScheduleUpdated,
+    UserForgotten,
+)
 from ..events.streams import schedules_stream
+from ..projections import ScheduleInfo, StateProjection
 from ._config import MemoryConfig
 from ._text import check_id, check_text
 
-__all__ = ["Schedules", "ScheduleInfo", "CADENCES"]
+__all__ = ["Schedules", "SchedulesActor", "ScheduleInfo", "CADENCES", "OUTPUT_SUMMARY_CHARS"]
+
+OUTPUT_SUMMARY_CHARS = 500
+_CUT = " [... {n} more characters cut]"
 
 CADENCES = ("cron", "once", "interval")
 _UPDATABLE = {"name", "cadence", "expression", "timezone", "payload", "enabled"}
-
-
-class ScheduleInfo(msgspec.Struct, kw_only=True):
-    """A schedule and its recent runs."""
-
-    id: str
-    user_id: str
-    name: str
-    cadence: str
-    expression: str
-    timezone: str = "UTC"
-    payload: dict[str, Any] = {}
-    enabled: bool = True
-    next_run_at: dt.datetime | None = None
-    created: dt.datetime | None = None
-    runs: list[dict[str, Any]] = []
 
 
 def _zone(name: Any) -> ZoneInfo:
@@ -53,7 +56,16 @@ def next_run(cadence: str, expression: str, timezone: str, after: dt.datetime, m
     if cadence == "cron":
         if not isinstance(expression, str) or not croniter.is_valid(expression):
             raise InvalidInput("expression", f"{expression!r} is not a valid cron expression", expression)
-        return croniter(expression, after.astimezone(tz)).get_next(dt.datetime).astimezone(dt.timezone.utc)
+        it = croniter(expression, after.astimezone(tz))
+        first = it.get_next(dt.datetime)
+        if min_interval > 0:
+            gap = _shortest_cron_gap(it, first, min_interval)
+            if gap < min_interval:
+                raise InvalidInput(
+                    "expression", f"cron {expression!r} runs every {gap:.0f}s at times, under the minimum of {min_interval}s",
+                    expression,
+                )
+        return first.astimezone(dt.timezone.utc)
     if cadence == "interval":
         try:
             seconds = int(expression)
@@ -74,56 +86,197 @@ def next_run(cadence: str, expression: str, timezone: str, after: dt.datetime, m
     raise InvalidInput("cadence", f"must be one of {', '.join(CADENCES)}", cadence)
 
 
-class Schedules:
-    """create/get/search/count/update/delete/due/record_run over one tenant's schedules."""
+def _shortest_cron_gap(it: Any, first: dt.datetime, floor: int, runs: int = 400) -> float:
+    """The shortest gap between the next ``runs`` firings (stops early once under ``floor``)."""
+    prev, best = first, float("inf")
+    for _ in range(runs):
+        nxt = it.get_next(dt.datetime)
+        best = min(best, (nxt - prev).total_seconds())
+        if best < floor:
+            break
+        prev = nxt
+    return best
 
-    def __init__(self, log: EventLog, tenant: str, config: MemoryConfig, clock: Callable[[], dt.datetime]) -> None:
+
+def output_summary(text: Any) -> str:
+    """At most ``OUTPUT_SUMMARY_CHARS`` characters of a run's output; a longer one is cut with a marker saying how much."""
+    text = "" if text is None else str(text)
+    if len(text) <= OUTPUT_SUMMARY_CHARS:
+        return text
+    keep = OUTPUT_SUMMARY_CHARS - len(_CUT.format(n=len(text)))
+    return text[:keep] + _CUT.format(n=len(text) - keep)
+
+
+class SchedulesActor:
+    """The single writer of one user's schedules; its state is the schedule read model folded from its stream."""
+
+    def __init__(self, log: EventLog, tenant: str, user_id: str, config: MemoryConfig, clock: Callable[[], dt.datetime]) -> None:
         self.log = log
+        self.tenant = tenant
+        self.user_id = user_id
+        self.config = config
+        self.clock = clock
+        self.stream = schedules_stream(tenant, user_id)
+        self._lock = threading.RLock()
+        self.reload()
+
+    def reload(self) -> None:
+        """Rebuild the fold from the log (constructor, and after a concurrent writer)."""
+        with self._lock:
+            self._view = StateProjection()
+            self.version = self.log.stream_version(self.stream)
+            self._view.apply(self.log.read_stream(self.stream))
+
+    def _commit(self, build: Callable[[], list[Any]], now: dt.datetime | None = None) -> None:
+        """Append what ``build`` decides on the current fold, with the fold's version expected; refold and redo on a race."""
+        with self._lock:
+            for attempt in range(3):
+                events = build()
+                now = now or self.clock()
+                news = [NewEvent.of(e, tenant=self.tenant, time=now) for e in events]
+                try:
+                    first, _ = self.log.append(self.stream, news, self.version)
+                except WrongExpectedVersion:
+                    if attempt == 2:
+                        raise
+                    self.reload()  # another writer (a restarted actor) got there first: decide again
+                    continue
+                self._view.apply([
+                    RecordedEvent(offset=first + k, event_id=n.event_id, stream=self.stream, version=self.version + 1 + k,
+                                  type=n.type, time=n.time or now, tenant=self.tenant, payload=n.payload)
+                    for k, n in enumerate(news)
+                ])
+                self.version += len(news)
+                return
+
+    def _find(self, schedule_id: Any) -> ScheduleInfo:
+        s = self._view.schedule(self.tenant, schedule_id) if isinstance(schedule_id, str) else None
+        if s is None or s.user_id != self.user_id:
+            raise NotFound("schedule", str(schedule_id))
+        return s
+
+    def get(self, schedule_id: str) -> ScheduleInfo:
+        """One of the user's schedules."""
+        with self._lock:
+            return self._find(schedule_id)
+
+    def list(self) -> list[ScheduleInfo]:
+        """The user's schedules, oldest first."""
+        with self._lock:
+            return self._view.schedules(self.tenant, self.user_id)
+
+    def create(self, name: str, cadence: str, expression: str, timezone: str = "UTC",
+               payload: dict[str, Any] | None = None, now: dt.datetime | None = None) -> ScheduleInfo:
+        """Create a schedule; bad cadence, cron, time zone, past one-shot or short interval/cron raise InvalidInput."""
+        check_text("name", name)
+        if cadence not in CADENCES:
+            raise InvalidInput("cadence", f"must be one of {', '.join(CADENCES)}", cadence)
+        expression = str(expression)
+        payload = payload or {}
+        if not isinstance(payload, dict):
+            raise InvalidInput("payload", "must be a dict", payload)
+        now = now or self.clock()  # the caller's clock: on Ray the actor's copy of a custom clock is frozen
+        nxt = next_run(cadence, expression, timezone, now, self.config.min_interval_seconds)
+        if cadence == "once" and nxt is None:
+            raise InvalidInput("expression", "a one-shot time must be in the future", expression)
+        sid = f"sched-{uuid.uuid4()}"
+        ev = ScheduleCreated(schedule_id=sid, user_id=self.user_id, name=name, cadence=cadence, expression=expression,
+                             timezone=timezone, payload=payload, next_run_at=nxt)
+        self._commit(lambda: [ev], now)
+        return self.get(sid)
+
+    def update(self, schedule_id: str, changes: dict[str, Any], now: dt.datetime | None = None) -> ScheduleInfo:
+        """Change name, cadence, expression, timezone, payload or enabled; the next run is recomputed."""
+        bad = set(changes) - _UPDATABLE
+        if bad:
+            raise InvalidInput(sorted(bad)[0], f"cannot be updated (allowed: {', '.join(sorted(_UPDATABLE))})")
+        if "payload" in changes and not isinstance(changes["payload"], dict):
+            raise InvalidInput("payload", "must be a dict", changes["payload"])
+        if "enabled" in changes and not isinstance(changes["enabled"], bool):
+            raise InvalidInput("enabled", "must be True or False", changes["enabled"])
+        if "name" in changes:
+            check_text("name", changes["name"])
+
+        def build() -> list[Any]:
+            s = self._find(schedule_id)  # decided on the current fold: a refold redoes it
+            merged = {"cadence": s.cadence, "expression": s.expression, "timezone": s.timezone} | changes
+            if merged["cadence"] not in CADENCES:
+                raise InvalidInput("cadence", f"must be one of {', '.join(CADENCES)}", merged["cadence"])
+            merged["expression"] = str(merged["expression"])
+            nxt = next_run(merged["cadence"], merged["expression"], merged["timezone"], when,
+                           self.config.min_interval_seconds)
+            out = dict(changes)
+            if "expression" in out:
+                out["expression"] = str(out["expression"])
+            out["next_run_at"] = nxt.isoformat() if nxt else None
+            return [ScheduleUpdated(schedule_id=schedule_id, changes=out)]
+
+        when = now or self.clock()
+        self._commit(build, when)
+        return self.get(schedule_id)
+
+    def delete(self, schedule_id: str, now: dt.datetime | None = None) -> None:
+        """Delete a schedule."""
+        def build() -> list[Any]:
+            self._find(schedule_id)  # NotFound when it is gone (a refold redoes the check)
+            return [ScheduleDeleted(schedule_id=schedule_id)]
+
+        self._commit(build, now)
+
+    def record_run(self, schedule_id: str, run: dict[str, Any], next_run_at: dt.datetime | None = None,
+                   now: dt.datetime | None = None) -> ScheduleInfo:
+        """Record that a schedule ran; the next run defaults to the cadence's next time (none for a one-shot)."""
+        now = now or self.clock()
+        run_at = run.get("run_at") or now
+        if not isinstance(run_at, dt.datetime) or run_at.utcoffset() is None:
+            raise InvalidInput("run_at", "must be a timezone-aware datetime", run_at)
+
+        def build() -> list[Any]:
+            s = self._find(schedule_id)
+            nxt = next_run_at
+            if nxt is None and s.cadence != "once":
+                nxt = next_run(s.cadence, s.expression, s.timezone, max(run_at, now), 0)
+            result = str(run.get("result", ""))
+            output = run.get("output", result)
+            return [ScheduleRun(schedule_id=schedule_id, run_at=run_at, status=str(run.get("status", "ok")), result=result,
+                                next_run_at=nxt, output_summary=output_summary(output))]
+
+        self._commit(build, now)
+        return self.get(schedule_id)
+
+    def forget_user(self) -> None:
+        """Append the user tombstone to the schedules stream."""
+        self._commit(lambda: [UserForgotten(user_id=self.user_id)])
+
+
+class Schedules:
+    """create/get/search/count/update/delete/due/record_run over one tenant's schedules.
+
+    Writes go to the user's ``SchedulesActor`` (through the runtime: one writer per user on
+    either runtime); reads come from the store's ``StateProjection`` after catching up.
+    """
+
+    def __init__(self, tenant: str, config: MemoryConfig, clock: Callable[[], dt.datetime],
+                 actor: Callable[[str], Any], state: Callable[[], Any]) -> None:
         self.tenant = tenant
         self.config = config
         self.clock = clock
-        self._lock = threading.RLock()
-        self._items: dict[str, ScheduleInfo] = {}
-        prefix = schedules_stream(tenant, "")
-        for stream in getattr(log, "streams", lambda: [])():
-            if stream.startswith(prefix):
-                for rec in log.read_stream(stream):
-                    self._fold(rec.decode(), rec.time)
+        self._actor = actor  # user -> that user's SchedulesActor (or its Ray proxy)
+        self._state = state  # caught-up StateProjection (or its Ray proxy)
 
-    def _fold(self, ev: Any, time: dt.datetime) -> None:
-        if isinstance(ev, ScheduleCreated):
-            self._items[ev.schedule_id] = ScheduleInfo(
-                id=ev.schedule_id, user_id=ev.user_id, name=ev.name, cadence=ev.cadence, expression=ev.expression,
-                timezone=ev.timezone, payload=dict(ev.payload), next_run_at=ev.next_run_at, created=time,
-            )
-        elif isinstance(ev, ScheduleUpdated) and ev.schedule_id in self._items:
-            s = self._items[ev.schedule_id]
-            for k, v in ev.changes.items():
-                if k == "next_run_at":
-                    v = dt.datetime.fromisoformat(v) if v else None
-                setattr(s, k, v)
-        elif isinstance(ev, ScheduleRun) and ev.schedule_id in self._items:
-            s = self._items[ev.schedule_id]
-            s.runs = (s.runs + [{"run_at": ev.run_at, "status": ev.status, "result": ev.result}])[-self.config.max_run_history :]
-            s.next_run_at = ev.next_run_at
-            if ev.next_run_at is None:
-                s.enabled = False
-        elif isinstance(ev, ScheduleDeleted):
-            self._items.pop(ev.schedule_id, None)
-        elif isinstance(ev, UserForgotten):
-            for k in [k for k, s in self._items.items() if s.user_id == ev.user_id]:
-                del self._items[k]
+    def _trim(self, s: ScheduleInfo) -> ScheduleInfo:
+        return msgspec.structs.replace(s, runs=s.runs[-self.config.max_run_history :])
 
-    def _append(self, user: str, ev: Any, time: dt.datetime | None = None) -> None:
-        time = time or self.clock()
-        self.log.append(schedules_stream(self.tenant, user), [NewEvent.of(ev, tenant=self.tenant, time=time)])
-        self._fold(ev, time)
+    def _all(self, user: str | None) -> list[ScheduleInfo]:
+        st = self._state()
+        users = [user] if user is not None else st.users(self.tenant)
+        return [s for u in users for s in st.schedules(self.tenant, u)]
 
-    def _find(self, schedule_id: str, user: str | None) -> ScheduleInfo:
-        s = self._items.get(schedule_id) if isinstance(schedule_id, str) else None
+    def _owner(self, schedule_id: Any, user: str | None) -> str:
+        s = self._state().schedule(self.tenant, schedule_id) if isinstance(schedule_id, str) else None
         if s is None or (user is not None and s.user_id != user):
             raise NotFound("schedule", str(schedule_id))
-        return s
+        return s.user_id
 
     def create(
         self,
@@ -137,101 +290,44 @@ class Schedules:
     ) -> ScheduleInfo:
         """Create a schedule; bad cadence, cron, time zone, past one-shot or short interval raise InvalidInput."""
         check_id("user", user)
-        check_text("name", name)
-        if cadence not in CADENCES:
-            raise InvalidInput("cadence", f"must be one of {', '.join(CADENCES)}", cadence)
-        expression = str(expression)
-        payload = payload or {}
-        if not isinstance(payload, dict):
-            raise InvalidInput("payload", "must be a dict", payload)
-        now = self.clock()
-        nxt = next_run(cadence, expression, timezone, now, self.config.min_interval_seconds)
-        if cadence == "once" and nxt is None:
-            raise InvalidInput("expression", "a one-shot time must be in the future", expression)
-        sid = f"sched-{uuid.uuid4()}"
-        ev = ScheduleCreated(
-            schedule_id=sid, user_id=user, name=name, cadence=cadence, expression=expression,
-            timezone=timezone, payload=payload, next_run_at=nxt,
-        )
-        with self._lock:
-            self._append(user, ev)
-            return self._items[sid]
+        return self._trim(self._actor(user).create(name, cadence, str(expression), timezone, payload, self.clock()))
 
     def get(self, schedule_id: str, *, user: str | None = None) -> ScheduleInfo:
         """One schedule; ``NotFound`` when it is not this tenant's (or user's)."""
-        with self._lock:
-            return self._find(schedule_id, user)
+        s = self._state().schedule(self.tenant, schedule_id) if isinstance(schedule_id, str) else None
+        if s is None or (user is not None and s.user_id != user):
+            raise NotFound("schedule", str(schedule_id))
+        return self._trim(s)
 
     def search(self, query: str, *, user: str | None = None, limit: int = 20) -> list[ScheduleInfo]:
         """Schedules whose name or payload contains the query (case-insensitive)."""
         q = check_text("query", query).lower()
-        with self._lock:
-            items = [
-                s for s in self._items.values()
-                if (user is None or s.user_id == user)
-                and (q in s.name.lower() or q in json.dumps(s.payload, default=str).lower())
-            ]
-        return sorted(items, key=lambda s: s.created or self.clock())[:limit]
+        items = [s for s in self._all(user) if q in s.name.lower() or q in json.dumps(s.payload, default=str).lower()]
+        return [self._trim(s) for s in sorted(items, key=lambda s: (s.created, s.schedule_id))[:limit]]
 
     def count(self, *, user: str | None = None) -> int:
         """How many schedules (of a user, or the tenant)."""
-        with self._lock:
-            return sum(1 for s in self._items.values() if user is None or s.user_id == user)
+        return len(self._all(user))
 
     def update(self, schedule_id: str, *, user: str | None = None, **changes: Any) -> ScheduleInfo:
         """Change name, cadence, expression, timezone, payload or enabled; the next run is recomputed."""
-        bad = set(changes) - _UPDATABLE
-        if bad:
-            raise InvalidInput(sorted(bad)[0], f"cannot be updated (allowed: {', '.join(sorted(_UPDATABLE))})")
-        with self._lock:
-            s = self._find(schedule_id, user)
-            merged = {k: getattr(s, k) for k in ("cadence", "expression", "timezone")} | changes
-            if merged["cadence"] not in CADENCES:
-                raise InvalidInput("cadence", f"must be one of {', '.join(CADENCES)}", merged["cadence"])
-            merged["expression"] = str(merged["expression"])
-            nxt = next_run(merged["cadence"], merged["expression"], merged["timezone"], self.clock(), self.config.min_interval_seconds)
-            if "payload" in changes and not isinstance(changes["payload"], dict):
-                raise InvalidInput("payload", "must be a dict", changes["payload"])
-            if "expression" in changes:
-                changes["expression"] = str(changes["expression"])
-            changes["next_run_at"] = nxt.isoformat() if nxt else None
-            self._append(s.user_id, ScheduleUpdated(schedule_id=schedule_id, changes=changes))
-            return s
+        return self._trim(self._actor(self._owner(schedule_id, user)).update(schedule_id, changes, self.clock()))
 
     def delete(self, schedule_id: str, *, user: str | None = None) -> None:
         """Delete a schedule."""
-        with self._lock:
-            s = self._find(schedule_id, user)
-            self._append(s.user_id, ScheduleDeleted(schedule_id=schedule_id))
+        self._actor(self._owner(schedule_id, user)).delete(schedule_id, self.clock())
 
     def due(self, now: dt.datetime | None = None, limit: int = 100) -> list[ScheduleInfo]:
-        """Enabled schedules whose next run is at or before ``now``, soonest first."""
+        """Enabled schedules whose next run is at or before ``now``, soonest first (with runs and consecutive_failures)."""
         now = now or self.clock()
-        if now.tzinfo is None:
+        if not isinstance(now, dt.datetime) or now.tzinfo is None:
             raise InvalidInput("now", "must be timezone-aware", now)
-        with self._lock:
-            items = [s for s in self._items.values() if s.enabled and s.next_run_at is not None and s.next_run_at <= now]
-        return sorted(items, key=lambda s: s.next_run_at)[:limit]  # type: ignore[arg-type, return-value]
+        items = [s for s in self._all(None) if s.enabled and s.next_run_at is not None and s.next_run_at <= now]
+        return [self._trim(s) for s in sorted(items, key=lambda s: s.next_run_at)[:limit]]  # type: ignore[arg-type, return-value]
 
     def record_run(
         self, schedule_id: str, run: dict[str, Any] | str | None = None, next_run_at: dt.datetime | None = None, *, user: str | None = None
     ) -> ScheduleInfo:
-        """Record that a schedule ran; the next run defaults to the cadence's next time (none for a one-shot)."""
+        """Record a run (status, result, ``output``: summarised to 500 characters); the next run defaults to the cadence's."""
         run = {"status": run} if isinstance(run, str) else dict(run or {})
-        now = self.clock()
-        run_at = run.get("run_at") or now
-        with self._lock:
-            s = self._find(schedule_id, user)
-            if next_run_at is None and s.cadence != "once":
-                next_run_at = next_run(s.cadence, s.expression, s.timezone, max(run_at, now), 0)
-            ev = ScheduleRun(
-                schedule_id=schedule_id, run_at=run_at, status=str(run.get("status", "ok")),
-                result=str(run.get("result", "")), next_run_at=next_run_at,
-            )
-            self._append(s.user_id, ev)
-            return s
-
-    def forget_user(self, user: str) -> None:
-        """Drop a user's schedules (the tombstone is written by the caller's forget_user)."""
-        with self._lock:
-            self._fold(UserForgotten(user_id=user), self.clock())
+        return self._trim(self._actor(self._owner(schedule_id, user)).record_run(schedule_id, run, next_run_at, self.clock()))

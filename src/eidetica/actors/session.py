@@ -60,7 +60,7 @@ class SessionActor:
         """Rebuild the fold from the log (constructor, and after a concurrent writer)."""
         with self._lock:
             self.messages: list[Message] = []
-            self.hashes: set[str] = set()
+            self.hashes: dict[str, tuple[str, int, int]] = {}  # content hash -> (chunk id, stream version, index)
             self.last_sequence = -1
             self.owner: str | None = None
             self.started = False
@@ -71,10 +71,10 @@ class SessionActor:
             self.summary_upto = -1
             self.version = self.log.stream_version(self.stream)
             for rec in self.log.read_stream(self.stream):
-                self._fold(rec.decode(), rec.time, rec.event_id, rec.offset)
+                self._fold(rec.decode(), rec.time, rec.event_id, rec.offset, rec.version)
             self._load_summary()
 
-    def _fold(self, ev: Any, time: dt.datetime, event_id: uuid.UUID | None = None, offset: int = -1) -> None:
+    def _fold(self, ev: Any, time: dt.datetime, event_id: uuid.UUID | None = None, offset: int = -1, version: int = -1) -> None:
         if isinstance(ev, SessionStarted):
             self.started = True
             self.owner = ev.user_id
@@ -90,9 +90,11 @@ class SessionActor:
             gone = [m for m in self.messages if m.sequence == ev.sequence]
             self.messages = [m for m in self.messages if m.sequence != ev.sequence]
             for m in gone:  # its text may be appended again: it must be embedded again then
-                self.hashes.difference_update(content_hash(c) for c in chunk_text(m.content, self.config.chunk_chars, self.config.chunk_overlap))
+                for c in chunk_text(m.content, self.config.chunk_chars, self.config.chunk_overlap):
+                    self.hashes.pop(content_hash(c), None)
         elif isinstance(ev, ChunksEmbedded):
-            self.hashes.update(content_hash(t) for t in ev.texts)
+            for i, (cid, t) in enumerate(zip(ev.chunk_ids, ev.texts)):
+                self.hashes[content_hash(t)] = (cid, version, i)
         elif isinstance(ev, SessionForgotten):
             self.messages.clear()
             self.hashes.clear()
@@ -146,7 +148,8 @@ class SessionActor:
         pending_chunks: list[tuple[int, str, str, dict[str, Any], dt.datetime | None, uuid.UUID]] = []
         inputs: list[str] = []  # what the embedder sees for each pending chunk
         before = [m.content for m in self.messages[-self.config.embed_context :]] if self.config.embed_context else []
-        new_hashes: set[str] = set()
+        new_hashes: dict[str, int] = {}  # hash -> index in pending_chunks
+        moved: dict[str, tuple[int, str, dict[str, Any], dt.datetime, uuid.UUID]] = {}  # stored chunk seen again
         for k, item in enumerate(items):
             role = item.get("role")
             if role not in ROLES or role == "system":
@@ -172,10 +175,18 @@ class SessionActor:
             events.append(NewEvent.of(ev, tenant=self.tenant, event_id=event_id, time=time))
             for j, chunk in enumerate(chunk_text(content, self.config.chunk_chars, self.config.chunk_overlap)):
                 h = content_hash(chunk)
-                if h in self.hashes or h in new_hashes:
-                    continue  # same text already searchable in this session
-                new_hashes.add(h)
                 meta = dict(metadata, sequence=seq, role=role)
+                # Same text already searchable in this session: one row, not two, but it moves to
+                # the latest occurrence so recency and neighbours see where it was last said.
+                if h in new_hashes:
+                    k0 = new_hashes[h]
+                    _, cid0, chunk0, _, _, eid0 = pending_chunks[k0]
+                    pending_chunks[k0] = (seq, cid0, chunk0, meta, time, eid0)
+                    continue
+                if h in self.hashes:
+                    moved[h] = (seq, chunk, meta, time, event_id)
+                    continue
+                new_hashes[h] = len(pending_chunks)
                 pending_chunks.append((seq, f"{event_id.hex}:{j}", chunk, meta, time, event_id))
                 inputs.append("\n".join([*before, chunk]))
             if self.config.embed_context:
@@ -203,12 +214,34 @@ class SessionActor:
                         time=time,
                     )
                 )
+        events += self._moved_chunks(moved)
         first, last = self.log.append(self.stream, events, self.version)
         now = self.clock()
         for k, ne in enumerate(events):  # fold what we wrote rather than re-reading it
-            self._fold(_decode(ne), ne.time or now, ne.event_id, first + k)
+            self._fold(_decode(ne), ne.time or now, ne.event_id, first + k, self.version + 1 + k)
         self.version += len(events)
         return last
+
+    def _moved_chunks(self, moved: dict[str, tuple[int, str, dict[str, Any], dt.datetime, uuid.UUID]]) -> list[NewEvent]:
+        """Re-record stored chunks at their latest occurrence: same chunk id (one row), stored vector, new position."""
+        if not moved:
+            return []
+        first_version = min(self.hashes[h][1] for h in moved)
+        stored = {rec.version: rec for rec in self.log.read_stream(self.stream, max(first_version, 0))}
+        out: list[NewEvent] = []
+        for h, (seq, chunk, meta, time, eid) in moved.items():
+            cid, version, i = self.hashes[h]
+            rec = stored.get(version)
+            old = rec.decode() if rec is not None else None
+            if not isinstance(old, ChunksEmbedded):
+                continue  # not found (redacted): the first occurrence stays
+            vec = old.vectors[i * old.dim * 4 : (i + 1) * old.dim * 4]
+            ev = ChunksEmbedded(
+                model_id=old.model_id, dim=old.dim, chunk_ids=[cid], vectors=vec, texts=[chunk], source_id=eid.hex,
+                kind="message", user_id=self.user_id, session_id=self.session_id, time=time, metadata=meta,
+            )
+            out.append(NewEvent.of(ev, tenant=self.tenant, event_id=uuid.uuid5(eid, f"moved:{cid}"), time=time))
+        return out
 
     def retract_last(self) -> Message | None:
         """Take back the last message (a ``MessageRetracted`` event); returns it, None when there is none."""
@@ -285,7 +318,7 @@ class SessionActor:
                 break
             recent.append(m)
             used += t
-        return out + recent[::-1]
+        return out + _from_a_question(recent[::-1])
 
     def restore(self, token_budget: int | None = None, limit: int | None = None) -> list[Message]:
         """Resume a conversation: the last messages (``restore_messages``) that fit the budget."""
@@ -301,7 +334,7 @@ class SessionActor:
                 break
             out.append(m)
             used += t
-        return out[::-1]
+        return _from_a_question(out[::-1])
 
     def needs_summary(self) -> bool:
         """Whether the history outgrew the budget with enough turns outside the window."""
@@ -313,6 +346,14 @@ class SessionActor:
 
     def __len__(self) -> int:
         return len(self.messages)
+
+
+def _from_a_question(msgs: list[Message]) -> list[Message]:
+    """Drop leading assistant/tool messages: a resumed history must not open with an answer whose question was cut off."""
+    for i, m in enumerate(msgs):
+        if m.role == "user":
+            return msgs[i:]
+    return msgs  # no user turn at all (an agent-only session): keep what there is
 
 
 def _decode(ne: NewEvent) -> Any:

@@ -24,24 +24,24 @@ FactPruned             facts:<tenant>:<user>       actors.FactCurator           
 FactDeleted            facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (rows go), compaction
 ExtractionCompleted    facts:<tenant>:<user>       actors.FactCurator            FactCurator (which messages are done)
 NoteStored             notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, compaction
+NoteUpdated            notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, compaction (old text goes)
 NoteDeleted            notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, index (rows go), compaction
-ScheduleCreated        schedules:<tenant>:<user>   actors.Schedules              Schedules, state
-ScheduleUpdated        schedules:<tenant>:<user>   actors.Schedules              Schedules, state
-ScheduleDeleted        schedules:<tenant>:<user>   actors.Schedules              Schedules, state
-ScheduleRun            schedules:<tenant>:<user>   actors.Schedules              Schedules, state
+ScheduleCreated        schedules:<tenant>:<user>   actors.SchedulesActor         SchedulesActor, state
+ScheduleUpdated        schedules:<tenant>:<user>   actors.SchedulesActor         SchedulesActor, state
+ScheduleDeleted        schedules:<tenant>:<user>   actors.SchedulesActor         SchedulesActor, state
+ScheduleRun            schedules:<tenant>:<user>   actors.SchedulesActor         SchedulesActor, state
 SessionForgotten       session:<tenant>:<sid>      actors.SessionActor           SessionActor, state, index (rows go), compaction
 MessageRetracted       session:<tenant>:<sid>      actors.SessionActor           SessionActor, state, index (rows go), compaction
 ItemPut                items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (replaces rows), compaction
 ItemTouched            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state (times, TTL), compaction
 ItemDeleted            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (rows go), compaction
-UserForgotten          facts/notes/items:...       FactCurator/Notes/ItemsActor  the writer, state, index (rows go), compaction
-                       schedules:<tenant>:<user>   memory.Memory.forget_user [*]
+UserForgotten          facts/notes/items:...       FactCurator/Notes/ItemsActor  the writer, state, index (its stream's rows go),
+                       schedules:<tenant>:<user>   actors.SchedulesActor         compaction
 EmbedderChanged        meta:embedder               memory.Memory [*]             state, Memory._check_embedder
 Redacted               (in place of any payload)   events.ArrowLog.redact        nobody: a redacted event folds to nothing
 =====================  ==========================  ============================  ==============================================
 
-[*] written by the facade, not an actor: the schedules tombstone moves to the Schedules
-actor and ``EmbedderChanged`` to an actor of its own as issue #17/#21 land.
+[*] written by the facade, not an actor: ``EmbedderChanged`` is to move to an actor of its own.
 """
 
 from .arrow_log import ArrowLog

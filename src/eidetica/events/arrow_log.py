@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from ..errors import CorruptLog, InvalidInput, StoreLocked
+from ..errors import CorruptLog, InvalidInput, StorageError, StoreLocked
 from .envelope import LOG_SCHEMA, batch_checksum
 from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, FsyncPolicy, _BatchEntry
 
@@ -322,7 +322,13 @@ class ArrowLog(BatchLog):
         """Append events to a stream atomically; returns (first_offset, last_offset)."""
         if self.readonly:
             raise InvalidInput("log", "is open read-only")
-        return super().append(stream, events, expected_version)
+        try:
+            return super().append(stream, events, expected_version)
+        except OSError as e:
+            if isinstance(e, StorageError):
+                raise
+            # the failed batch was cut off again (see _undo): report it inside the error tree
+            raise StorageError(e.errno, e.strerror or str(e), e.filename or str(self.path)) from e
 
     def _write(self, partition: int, batch: pa.RecordBatch) -> _Loc:
         seg = self._open.get(partition)

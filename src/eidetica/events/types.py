@@ -38,6 +38,7 @@ __all__ = [
     "FactDeleted",
     "NoteStored",
     "NoteDeleted",
+    "NoteUpdated",
     "ScheduleCreated",
     "ScheduleUpdated",
     "ScheduleDeleted",
@@ -176,6 +177,13 @@ class NoteDeleted(Event, frozen=True):
     note_id: str
 
 
+class NoteUpdated(Event, frozen=True):
+    """A note's text was replaced (same id; the old text stays in the log until the note is forgotten)."""
+
+    note_id: str
+    text: str
+
+
 class ScheduleCreated(Event, frozen=True):
     """A reminder or recurring job was created."""
 
@@ -210,6 +218,7 @@ class ScheduleRun(Event, frozen=True):
     status: str = "ok"
     result: str = ""
     next_run_at: dt.datetime | None = None
+    output_summary: str = ""  # at most 500 characters, cut with a marker
 
 
 class ExtractionCompleted(Event, frozen=True):
@@ -295,6 +304,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     FactDeleted,
     NoteStored,
     NoteDeleted,
+    NoteUpdated,
     ScheduleCreated,
     ScheduleUpdated,
     ScheduleDeleted,

@@ -76,7 +76,9 @@ class Projection(abc.ABC):
 class SearchHit(msgspec.Struct, kw_only=True):
     """One search result row.
 
-    ``score`` depends on the mode: hybrid = fused min-max score in [0, 1]; vector = cosine
+    ``score`` depends on the mode: hybrid = calibrated fused score (``_ranking.calibrate``: the
+    hit's share of the best ranking score times the best candidate's absolute relevance in
+    [0, 1], comparable across queries; raw fused score with ``calibrate=False``); vector = cosine
     similarity (1 - cosine distance, in [-1, 1]); text = BM25 / best BM25 of the query, in
     (0, 1]. ``vector_score`` (cosine similarity) and ``text_score`` (raw BM25) are the
     un-normalised inputs, 0.0 when the row was not in that candidate list.

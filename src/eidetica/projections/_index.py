@@ -8,7 +8,8 @@ Row semantics
 * ``FactReinforced`` / ``FactDecayed`` set ``confidence`` on rows whose source_id is the fact.
 * ``FactSuperseded`` / ``FactDeleted`` / ``FactPruned`` delete rows whose source_id is the
   fact; ``NoteDeleted`` those of the note; ``SessionForgotten`` the message and summary rows
-  of the session; ``UserForgotten`` every row of the user (always within the tenant).
+  of the session; ``UserForgotten`` the user's rows of its stream's kind (facts, notes, items; a
+  schedules tombstone has no rows), every row of the user on another stream (always within the tenant).
 * ``ItemPut`` deletes the older rows of its item (the ``ChunksEmbedded`` written with it,
   kind ``item``, brings the new ones; an item put with ``index=False`` has none);
   ``ItemDeleted`` deletes the item's rows; ``MessageRetracted`` those of the message.
@@ -31,6 +32,22 @@ arrays, driven by one ``SearchOptions``. This module asks the engines for candid
 only one engine proposed gets its real cosine from its stored vector, or its exact BM25),
 fetches the messages adjacent to the best candidates when ``neighbors`` is on, and hands the
 arrays to ``_ranking``.
+
+Query text: ``stopwords`` (default on) drops English question and function words from the
+BM25 query (all terms are kept when nothing else is left). Then (``SearchOptions``; all off in
+a bare ``SearchOptions()``, on in ``_ranking.SEARCH_DEFAULTS``, what ``Memory.search`` uses):
+``neighbors`` (a weight, or a (previous, next) pair) adds that share of the adjacent
+messages' scores (same session, ``sequence`` +-1; the neighbours of the 5 best candidates of
+each engine join the candidates) and ``session_weight`` that share of the session's best score
+(a summary counts for its session); ``speaker_weight`` adds that much to a message whose
+speaker (``_ranking.speaker_of``: metadata ``"name"``, a ``"Name: "`` label, or the user
+themself) is one of ``speakers``; ``time_weight`` adds that much to a message whose time is in
+one of ``windows`` (dates the query named); ``confidence_weight`` c multiplies by
+``1 - c + c * confidence``; ``recency_half_life`` h multiplies by ``0.5 ** (age / h)`` (age at
+``now``); ``calibrate`` (default on) rescales hybrid scores to the best candidate's absolute
+relevance (``_ranking.calibrate``), so they compare across queries; ``min_score`` applies to
+the result; ``mmr`` (lambda) re-orders the best ``4 x top_k`` by maximal marginal relevance.
+Ties are broken by recency (newer ``time`` first), then key.
 
 BM25 is computed exactly from the live statistics of the query's tenant (see
 ``_tantivy``), so deleted documents and other tenants never influence a score, and a
@@ -58,9 +75,9 @@ from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
 from ._maintenance import du
 from ._marks import Marks
-from ._ranking import VECTOR_WEIGHT, SearchOptions
+from ._ranking import SearchOptions
 from ._ranking import confidence as _confidence
-from ._ranking import linear, minmax, order, recency, smooth, speaker_bonus
+from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share
 from ._ranking import mmr as _mmr_pick
 from ._rebuild import BulkRebuild
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
@@ -79,6 +96,13 @@ _HANDLED = frozenset({
 })
 FORMAT = 1
 _SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
+
+
+# UserForgotten on a user's facts / notes / schedules stream deletes rows of that kind only
+# (schedules have none); on any other stream, every row of the user.
+_USER_FORGET_KINDS: dict[str, tuple[str, ...] | None] = {
+    "facts": ("fact",), "notes": ("note",), "items": ("item",), "schedules": (),
+}
 
 
 class _Batch:
@@ -277,7 +301,10 @@ class ChunkIndex(BulkRebuild, Projection):
         elif isinstance(e, ev.SessionForgotten):
             self._delete(b, Pred(tenant, "session_id", e.session_id, etime, _SESSION_KINDS))
         elif isinstance(e, ev.UserForgotten):
-            self._delete(b, Pred(tenant, "user_id", e.user_id, etime))
+            # scoped by its stream (see _state): clearing memories leaves the user's sessions
+            kinds = _USER_FORGET_KINDS.get(rec.stream.split(":", 1)[0])
+            if kinds != ():
+                self._delete(b, Pred(tenant, "user_id", e.user_id, etime, kinds))
         elif isinstance(e, ev.ItemPut):
             # a new value replaces the old rows; no mark: the new rows come at this same time
             self._delete(b, Pred(tenant, "source_id", e.item_id, etime), mark=False)
@@ -446,12 +473,15 @@ class ChunkIndex(BulkRebuild, Projection):
         terms = query_terms(text, stopwords=opts.stopwords) if (text is not None and mode != "vector") else []
         vec_hits: list[tuple[str, float]] = []
         txt_hits: list[tuple[float, Row]] = []
-        if mode == "hybrid" and terms:
-            fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow)
+        # one user's facts are scanned in memory in well under a thread hand-off: no overlap needed
+        if mode == "hybrid" and terms and not self._lance.answers_in_memory(f):
+            fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow, filters=f)
             txt_hits = self._text.search(f, terms, fetch)
             vec_hits = fut.result()
         elif mode in ("hybrid", "vector"):
-            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow)
+            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
+            if mode == "hybrid" and terms:
+                txt_hits = self._text.search(f, terms, fetch)
         else:
             txt_hits = self._text.search(f, terms, fetch)
         vec_hits = sorted(vec_hits, key=lambda h: (h[1], h[0]))[:n]
@@ -535,10 +565,17 @@ class ChunkIndex(BulkRebuild, Projection):
                 vecs.update(got)
         if mode == "hybrid":
             keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]
-            nv = dict(zip(vsim, minmax(np.fromiter(vsim.values(), np.float64, len(vsim)))))
-            nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
-            sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
-                        opts.vector_weight)
+            v = np.array([vsim.get(k, 0.0) for k in keys])
+            t = text_share(np.array([bm25.get(k, 0.0) for k in keys]), sum(self._text.idf(f.tenant, terms)))
+            # absolute relevance, on one scale for every query: what ``calibrate`` scales to
+            relevance = absolute_relevance(v, t)
+            if opts.fusion == "minmax":
+                nv = dict(zip(vsim, minmax(np.fromiter(vsim.values(), np.float64, len(vsim)))))
+                nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
+                sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
+                            opts.vector_weight)
+            else:
+                sc = linear(np.clip(v, 0.0, 1.0), t, opts.vector_weight) if opts.fusion == "absolute" else rrf(v, t)
         elif mode == "vector":
             keys = [k for k in vsim if k in rows]
             sc = np.array([vsim[k] for k in keys], dtype=np.float64)
@@ -553,13 +590,19 @@ class ChunkIndex(BulkRebuild, Projection):
                         opts.session_weight)
         if opts.speaker_weight and opts.speakers:
             names = opts.speakers
-            sc = speaker_bonus(sc, np.array([r.kind == "message" and r.meta_dict().get("name") in names for r in cand]),
+            sc = speaker_bonus(sc, np.array([r.kind == "message" and speaker_of(r.meta_dict(), r.text) in names
+                                             for r in cand]),
                                opts.speaker_weight)
+        if opts.time_weight and opts.windows:
+            sc = speaker_bonus(sc, in_windows(ts.tolist(), opts.windows) & np.array([r.kind == "message" for r in cand],
+                                                                                   dtype=bool), opts.time_weight)
         if opts.confidence_weight:
             sc = _confidence(sc, np.array([float(r.confidence) for r in cand]), opts.confidence_weight)
         if opts.recency_half_life is not None:
             now_us = to_us(opts.now) if opts.now is not None else to_us(dt.datetime.now(dt.timezone.utc))
             sc = recency(sc, ts, now_us, opts.recency_half_life.total_seconds() * 1e6)
+        if mode == "hybrid" and opts.calibrate:
+            sc = calibrate(sc, relevance)
         score = dict(zip(keys, sc.tolist()))
         ranked = [keys[i] for i in order(sc, ts.tolist(), keys)]
         if min_score is not None:

@@ -13,6 +13,7 @@ Arrays are parallel: index ``i`` is the same candidate in every array of one sea
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any, Sequence
 
 import msgspec
@@ -21,11 +22,13 @@ import numpy as np
 from ..errors import InvalidInput
 
 __all__ = [
-    "SearchOptions", "VECTOR_WEIGHT", "minmax", "linear", "smooth", "speaker_bonus", "confidence", "recency",
-    "order", "mmr",
+    "SearchOptions", "SEARCH_DEFAULTS", "MIN_SCORE", "FACT_MIN_SCORE", "SELF", "speaker_label", "speaker_of", "VECTOR_WEIGHT", "minmax", "linear", "smooth", "speaker_bonus", "confidence", "recency",
+    "order", "mmr", "calibrate", "absolute_relevance", "text_share", "rrf", "time_windows", "in_windows",
 ]
 
 VECTOR_WEIGHT = 0.7
+FUSIONS = ("minmax", "absolute", "rrf")
+RRF_K = 60  # the constant of Cormack et al. (2009), not fitted here
 
 
 def _number(field: str, value: Any, lo: float, hi: float) -> float:
@@ -67,6 +70,10 @@ class SearchOptions(msgspec.Struct, frozen=True, kw_only=True):
     recency_half_life: dt.timedelta | None = None
     now: dt.datetime | None = None
     confidence_weight: float = 0.0
+    fusion: str = "minmax"
+    calibrate: bool = True
+    windows: tuple[tuple[int, int, int, int, int], ...] = ()
+    time_weight: float = 0.0
 
     @classmethod
     def check(cls, **fields: Any) -> "SearchOptions":
@@ -79,7 +86,7 @@ class SearchOptions(msgspec.Struct, frozen=True, kw_only=True):
         speakers = get("speakers")
         if not isinstance(speakers, (list, tuple, set, frozenset)) or not all(isinstance(x, str) for x in speakers):
             raise InvalidInput("speakers", "must be a collection of names (strings)", speakers)
-        for name in ("rescore", "stopwords"):
+        for name in ("rescore", "stopwords", "calibrate"):
             if not isinstance(get(name), bool):
                 raise InvalidInput(name, "must be True or False", get(name))
         cand = get("candidates")
@@ -92,7 +99,13 @@ class SearchOptions(msgspec.Struct, frozen=True, kw_only=True):
         if now is not None and (not isinstance(now, dt.datetime) or now.utcoffset() is None):
             raise InvalidInput("now", "must be a timezone-aware datetime", now)
         mmr_ = get("mmr")
+        if get("fusion") not in FUSIONS:
+            raise InvalidInput("fusion", f"must be one of {', '.join(FUSIONS)}", get("fusion"))
         return cls(
+            fusion=get("fusion"),
+            calibrate=get("calibrate"),
+            windows=tuple(tuple(int(x) for x in w) for w in get("windows")),
+            time_weight=_number("time_weight", get("time_weight"), 0.0, 1.0),
             candidates=cand,
             vector_weight=_number("vector_weight", get("vector_weight"), 0.0, 1.0),
             rescore=get("rescore"),
@@ -108,6 +121,106 @@ class SearchOptions(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
+SELF = "\x00self"  # in ``speakers``: the query names the user whose memory it is
+# "Melanie: ...", "Mary Ann: ...", "Dr. Watson: ...": one to three capitalised words, then ": ".
+_LABEL = re.compile(r"\s*([A-Z][\w'.\-]*(?: [A-Z][\w'.\-]*){0,2}):\s+\S")
+
+
+def speaker_label(text: str) -> str | None:
+    """The speaker label a message's text starts with (``"Melanie: ..."`` -> ``"Melanie"``), or None."""
+    m = _LABEL.match(text)
+    return m.group(1) if m else None
+
+
+def speaker_of(meta: dict[str, Any], text: str) -> str | None:
+    """Who spoke a message: ``metadata["name"]``, else a leading ``"Name: "`` label of its text,
+    else ``SELF`` for an unnamed message of role ``user`` (the user whose memory it is)."""
+    name = meta.get("name")
+    if isinstance(name, str) and name.strip():
+        return name.strip()
+    label = speaker_label(text)
+    if label is not None:
+        return label
+    return SELF if meta.get("role") == "user" else None
+
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+           "november", "december")
+_MON = r"(?P<mon>" + "|".join(m.capitalize() for m in _MONTHS) + r"|" + "|".join(
+    m[:3].capitalize() for m in _MONTHS if len(m) > 3) + r")\.?"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:19|20)\d\d)"
+# most specific first: "May 23, 2023", "1 February, 2023", "July 2023", "June", "2023"
+_DATES = [re.compile(p) for p in (
+    rf"\b(?:on |in |during |of )?(?:the )?{_MON} {_DAY},? {_YEAR}\b",
+    rf"\b(?:on |in |during |of )?(?:the )?{_DAY} (?:of )?{_MON},? {_YEAR}\b",
+    rf"\b(?:on |in |during |of )?(?:the )?(?:(?:beginning|start|end|middle) of )?{_MON},? {_YEAR}\b",
+    rf"\b(?:on |in |during |of )?(?:the )?(?:(?:beginning|start|end|middle) of )?{_MON}\b(?! \d)",
+    rf"\b(?:in |during |of )?{_YEAR}\b",
+)]
+LATE = 8  # days after a period in which a message may still tell of it ("last Saturday", "last week")
+
+
+def time_windows(query: str) -> tuple[tuple[tuple[int, int, int, int, int], ...], str]:
+    """Dates a query names, and the query without them.
+
+    Each window is ``(year, month, day, span, late)`` with 0 for "any" (a month without a
+    year matches that month of every year); ``late`` extra days after the period also count:
+    what happened on a day is often told in a message written a few days later. A bare
+    "May" is taken as the month only when capitalised and not sentence-initial.
+    """
+    out: list[tuple[int, int, int, int, int]] = []
+    rest = query
+    for pat in _DATES:
+        cut: list[tuple[int, int]] = []
+        for m in pat.finditer(rest):
+            g = m.groupdict()
+            mon = g.get("mon")
+            if mon is not None and m.start("mon") == 0:
+                continue  # "May I ..." / "March on": a sentence-initial word, not a date
+            month = (_MONTHS.index(next(x for x in _MONTHS if x.startswith(mon.lower()[:3]))) + 1) if mon else 0
+            day = int(g["day"]) if g.get("day") else 0
+            year = int(g["year"]) if g.get("year") else 0
+            if day > 31:
+                continue
+            out.append((year, month, day, 0, LATE))
+            cut.append(m.span())
+        for a, b in reversed(cut):
+            rest = rest[:a] + " " + rest[b:]
+    rest = " ".join(rest.split())
+    return tuple(out), (rest if re.search(r"\w", rest) else query)
+
+
+def in_windows(ts_us: Sequence[int], windows: Sequence[tuple[int, int, int, int, int]]) -> np.ndarray:
+    """Whether each time falls in one of the windows (see ``time_windows``), late days included."""
+    out = np.zeros(len(ts_us), dtype=bool)
+    if not windows:
+        return out
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    for i, us in enumerate(ts_us):
+        t = epoch + dt.timedelta(microseconds=int(us))
+        for year, month, day, _span, late in windows:
+            for back in range(late + 1):  # the message's day, or up to ``late`` days before it
+                d = t - dt.timedelta(days=back)
+                if (not year or d.year == year) and (not month or d.month == month) and (not day or d.day == day):
+                    out[i] = True
+                    break
+            if out[i]:
+                break
+    return out
+
+
+# What ``Memory.search`` does with no options: the best configuration measured on the LoCoMo dev
+# split (BENCHMARKS.md; leave-one-conversation-out there too). ``SearchOptions()`` itself stays
+# the plain hybrid the index tests pin.
+SEARCH_DEFAULTS = SearchOptions(vector_weight=0.5, neighbors=(0.2, 0.2), session_weight=0.3, speaker_weight=0.15,
+                                time_weight=1.0)
+MIN_SCORE = 0.40  # calibrated scores: below it a hit is taken for "nothing relevant" (BENCHMARKS.md)
+# The same for a user's few facts and notes (``context``, ``recall``'s fallback): with few rows a
+# stray match is rarer, and a paraphrase's cosine alone (0.25-0.4 with MiniLM) has to pass.
+FACT_MIN_SCORE = 0.20
+
+
 def minmax(x: np.ndarray) -> np.ndarray:
     """Min-max normalise to [0, 1]; all-equal (or single) scores map to 1."""
     x = np.asarray(x, dtype=np.float64)
@@ -117,6 +230,50 @@ def minmax(x: np.ndarray) -> np.ndarray:
     if hi - lo <= 1e-12:
         return np.ones_like(x)
     return (x - lo) / (hi - lo)
+
+
+def text_share(bm25: np.ndarray, idf_sum: float) -> np.ndarray:
+    """BM25 as a share of the query's total idf, clipped to [0, 1]: comparable across queries.
+
+    A short document matching a term once scores about that term's idf, so the share is about
+    the idf-weighted fraction of the query's terms the document contains.
+    """
+    b = np.asarray(bm25, dtype=np.float64)
+    return np.clip(b / idf_sum, 0.0, 1.0) if idf_sum > 0 else np.zeros_like(b)
+
+
+def rrf(*scores: np.ndarray, k: int = RRF_K) -> np.ndarray:
+    """Reciprocal rank fusion: sum over the score arrays of ``1 / (k + rank)`` (rank 1 = best)."""
+    out = np.zeros(len(scores[0]), dtype=np.float64)
+    for s in scores:
+        s = np.asarray(s, dtype=np.float64)
+        ranks = np.empty(len(s), dtype=np.float64)
+        ranks[np.argsort(-s, kind="stable")] = np.arange(1, len(s) + 1)
+        out += 1.0 / (k + ranks)
+    return out
+
+
+def absolute_relevance(cosine: np.ndarray, share: np.ndarray) -> np.ndarray:
+    """How relevant each candidate is on a scale shared by every query, in [0, 1]:
+    ``max(cosine, (cosine + share) / 2)`` with the cosine clipped at 0 and ``share`` from
+    ``text_share``. A word match can raise a paraphrase's cosine, never lower it."""
+    c = np.clip(np.asarray(cosine, dtype=np.float64), 0.0, 1.0)
+    return np.maximum(c, 0.5 * (c + np.asarray(share, dtype=np.float64)))
+
+
+def calibrate(score: np.ndarray, relevance: np.ndarray) -> np.ndarray:
+    """Rescale a query's ranking scores so the best is the best candidate's absolute relevance.
+
+    The order is kept; ``score / max(score)`` says how a hit compares with the query's best,
+    ``max(relevance)`` how relevant that best is on a scale shared by every query, so a
+    threshold means the same for every query (nothing relevant: every score is low).
+    """
+    s = np.asarray(score, dtype=np.float64)
+    top = float(s.max()) if s.size else 0.0
+    best = float(np.max(relevance)) if len(relevance) else 0.0
+    if top <= 1e-12:
+        return np.zeros_like(s)
+    return np.clip(s, 0.0, None) / top * max(0.0, best)
 
 
 def linear(v: np.ndarray, t: np.ndarray, w: float) -> np.ndarray:

@@ -11,9 +11,13 @@ Every fold is idempotent: messages are keyed by sequence, notes by id, and the e
 facts and schedules are remembered per entity by event id, so replaying a suffix of the
 log twice changes nothing.
 
-Forgetting: ``SessionForgotten`` and ``UserForgotten`` remove everything of that session
-or user within the tenant, and leave a tombstone (the forget event's log time). An event
-of that session or user whose log time is not after the tombstone is ignored even when it
+Forgetting: ``SessionForgotten`` removes everything of that session; ``UserForgotten``
+removes what its stream holds of that user within the tenant: on ``facts:`` the facts, on
+``notes:`` the notes, on ``items:`` the items, on ``schedules:`` the schedules (on any other stream: everything of
+the user). So ``clear(sessions=False)`` leaves sessions alone, and ``forget_user`` (which
+writes it on all three streams and a ``SessionForgotten`` per session) forgets everything.
+Each leaves a tombstone (the forget event's log time) per scope. An event of that
+session or user whose log time is not after the tombstone is ignored even when it
 arrives later (it may live in another partition), so the fold does not depend on how the
 Projector interleaves partitions: a rebuild gives the same state as incremental apply.
 """
@@ -35,6 +39,7 @@ import pyarrow as pa
 
 from ..events import EventLog, RecordedEvent
 from ..events import types as ev
+from ..events.streams import parse_stream
 from ._base import UTC, Projection
 from ._snapshot import SnapshotStore
 
@@ -45,6 +50,7 @@ __all__ = [
     "FactInfo",
     "NoteInfo",
     "ScheduleInfo",
+    "SUCCESS_STATUSES",
     "ItemInfo",
 ]
 
@@ -100,7 +106,7 @@ class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A reminder or recurring job, folded from ScheduleCreated/Updated/Deleted/Run."""
+    """A reminder or recurring job, folded from ScheduleCreated/Updated/Deleted/Run (the one schedule read model)."""
 
     schedule_id: str
     user_id: str
@@ -112,10 +118,23 @@ class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
     next_run_at: dt.datetime | None
     created: dt.datetime
     updated: dt.datetime
+    enabled: bool = True
     last_run_at: dt.datetime | None = None
     last_status: str | None = None
     last_result: str | None = None
     run_count: int = 0
+    consecutive_failures: int = 0  # runs since the last successful one (see SUCCESS_STATUSES)
+    runs: list[dict[str, Any]] = []  # the latest RUN_HISTORY runs: run_at, status, result, output_summary
+
+    @property
+    def id(self) -> str:
+        """The schedule id (``schedule_id``)."""
+        return self.schedule_id
+
+
+# A run whose status is one of these resets ``consecutive_failures``; any other status counts as a failure.
+SUCCESS_STATUSES = frozenset({"ok", "success", "succeeded", "done", "completed", "skipped"})
+RUN_HISTORY = 100
 
 
 class ItemInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -216,7 +235,7 @@ class _Fact:
 
 
 class _Schedule:
-    __slots__ = ("user_id", "fields", "created", "updated", "runs", "last")
+    __slots__ = ("user_id", "fields", "created", "updated", "runs", "history", "run_count", "failures")
 
     def __init__(self, user_id: str, e: ev.ScheduleCreated, time: dt.datetime) -> None:
         self.user_id = user_id
@@ -227,14 +246,18 @@ class _Schedule:
             "timezone": e.timezone,
             "payload": dict(e.payload),
             "next_run_at": e.next_run_at,
+            "enabled": True,
         }
         self.created = time
         self.updated = time
-        self.runs: set[Any] = set()
-        self.last: ev.ScheduleRun | None = None
+        self.runs: set[Any] = set()  # event ids folded (idempotence)
+        self.history: list[dict[str, Any]] = []
+        self.run_count = 0
+        self.failures = 0
 
     def info(self, schedule_id: str) -> ScheduleInfo:
         f = self.fields
+        last = self.history[-1] if self.history else None
         return ScheduleInfo(
             schedule_id=schedule_id,
             user_id=self.user_id,
@@ -246,10 +269,13 @@ class _Schedule:
             next_run_at=_as_time(f.get("next_run_at")),
             created=self.created,
             updated=self.updated,
-            last_run_at=self.last.run_at if self.last else None,
-            last_status=self.last.status if self.last else None,
-            last_result=self.last.result if self.last else None,
-            run_count=len(self.runs),
+            enabled=bool(f.get("enabled", True)),
+            last_run_at=last["run_at"] if last else None,
+            last_status=last["status"] if last else None,
+            last_result=last["result"] if last else None,
+            run_count=self.run_count,
+            consecutive_failures=self.failures,
+            runs=[dict(r) for r in self.history],
         )
 
 
@@ -286,7 +312,9 @@ class _ScheduleRow(msgspec.Struct, array_like=True):
     created: dt.datetime
     updated: dt.datetime
     runs: list[uuid.UUID]
-    last: ev.ScheduleRun | None
+    history: list[dict[str, Any]]
+    run_count: int
+    failures: int
 
 
 _ENC = msgspec.msgpack.Encoder()
@@ -304,7 +332,7 @@ class StateProjection(Projection):
     """In-memory folds of sessions, summaries, facts, notes and schedules, per tenant."""
 
     name = "state"
-    SCHEMA_VERSION = 2  # of the snapshot tables; bump on any change to them (older ones are then refused)
+    SCHEMA_VERSION = 3  # of the snapshot tables; bump on any change to them (older ones are then refused)
 
     def __init__(
         self,
@@ -344,7 +372,7 @@ class StateProjection(Projection):
         self._note_owner: dict[tuple[str, str], str] = {}
         self._schedules: dict[tuple[str, str], dict[str, _Schedule]] = {}
         self._schedule_owner: dict[tuple[str, str], str] = {}
-        self._user_tomb: dict[tuple[str, str], dt.datetime] = {}
+        self._user_tomb: dict[tuple[str, str, str], dt.datetime] = {}  # (tenant, user, scope) -> time
         self._session_tomb: dict[tuple[str, str], dt.datetime] = {}
         self._embedder: tuple[str, int] | None = None
         self._items: dict[tuple[str, tuple[str, ...]], dict[str, ItemInfo]] = {}  # (tenant, namespace) -> key -> item
@@ -424,21 +452,26 @@ class StateProjection(Projection):
         self.write_snapshot(closing=True)
 
     # -- helpers -----------------------------------------------------------------------
-    def _dead(self, tenant: str, user_id: str | None, session_id: str | None, time: dt.datetime) -> bool:
-        """Whether an event of this user/session is covered by a later forget."""
-        if user_id is not None:
-            t = self._user_tomb.get((tenant, user_id))
+    def _user_dead(self, tenant: str, user_id: str, scope: str, time: dt.datetime) -> bool:
+        """Whether a user forget of this scope (or of everything) covers an event at ``time``."""
+        for sc in (scope, "all"):
+            t = self._user_tomb.get((tenant, user_id, sc))
             if t is not None and time <= t:
                 return True
+        return False
+
+    def _dead(self, tenant: str, user_id: str | None, session_id: str | None, time: dt.datetime,
+              scope: str = "sessions") -> bool:
+        """Whether an event of this user/session is covered by a later forget."""
+        if user_id is not None and self._user_dead(tenant, user_id, scope, time):
+            return True
         if session_id is not None:
             t = self._session_tomb.get((tenant, session_id))
             if t is not None and time <= t:
                 return True
             u = self._session_user.get((tenant, session_id))
-            if u is not None and user_id is None:
-                t = self._user_tomb.get((tenant, u))
-                if t is not None and time <= t:
-                    return True
+            if u is not None and user_id is None and self._user_dead(tenant, u, "sessions", time):
+                return True
         return False
 
     def _learn_session(self, tenant: str, session_id: str, user_id: str) -> None:
@@ -450,11 +483,10 @@ class StateProjection(Projection):
             return
         self._session_user[key] = user_id
         self._user_sessions.setdefault((tenant, user_id), set()).add(session_id)
-        t = self._user_tomb.get((tenant, user_id))
         s = self._sessions.get(key)
         if s is not None and not s.user_id:
             s.user_id = user_id
-        if t is not None and s is not None and s.summary is not None and s.summary[3] <= t:
+        if s is not None and s.summary is not None and self._user_dead(tenant, user_id, "sessions", s.summary[3]):
             s.summary = None
             if not s.seqs and not s.forgotten:
                 del self._sessions[key]
@@ -537,8 +569,36 @@ class StateProjection(Projection):
 
     def _on_user_forgotten(self, rec: RecordedEvent, e: ev.UserForgotten) -> None:
         t, u = rec.tenant, e.user_id
-        prev = self._user_tomb.get((t, u))
-        self._user_tomb[(t, u)] = rec.time if prev is None else max(prev, rec.time)
+        kind = parse_stream(rec.stream)[0] if rec.stream.count(":") == 2 else ""
+        scope = kind if kind in ("facts", "notes", "schedules", "items") else "all"
+        prev = self._user_tomb.get((t, u, scope))
+        self._user_tomb[(t, u, scope)] = rec.time if prev is None else max(prev, rec.time)
+        if scope == "all":
+            self._forget_user_sessions(rec, t, u)
+        if scope in ("facts", "all"):
+            facts = self._facts.get((t, u), {})
+            for fid in [f for f, x in facts.items() if x.created <= rec.time]:
+                del facts[fid]
+                self._fact_owner.pop((t, fid), None)
+        if scope in ("notes", "all"):
+            notes = self._notes.get((t, u), {})
+            for nid in [n for n, x in notes.items() if x.time <= rec.time]:
+                del notes[nid]
+                self._note_owner.pop((t, nid), None)
+        if scope in ("items", "all"):
+            for iid, (ns, key, _) in list(self._item_at.items()):
+                if iid[0] != t:
+                    continue
+                it = self._items.get((t, ns), {}).get(key)
+                if it is not None and it.user_id == u and it.updated_at <= rec.time:
+                    self._drop_item(t, iid[1])
+        if scope in ("schedules", "all"):
+            scheds = self._schedules.get((t, u), {})
+            for sid in [s for s, x in scheds.items() if x.created <= rec.time]:
+                del scheds[sid]
+                self._schedule_owner.pop((t, sid), None)
+
+    def _forget_user_sessions(self, rec: RecordedEvent, t: str, u: str) -> None:
         for sid in list(self._user_sessions.get((t, u), ())):
             s = self._sessions.get((t, sid))
             if s is None:
@@ -548,31 +608,13 @@ class StateProjection(Projection):
                 s.summary = None
             if not s.seqs and s.summary is None:
                 del self._sessions[(t, sid)]
-        facts = self._facts.get((t, u), {})
-        for fid in [f for f, x in facts.items() if x.created <= rec.time]:
-            del facts[fid]
-            self._fact_owner.pop((t, fid), None)
-        notes = self._notes.get((t, u), {})
-        for nid in [n for n, x in notes.items() if x.time <= rec.time]:
-            del notes[nid]
-            self._note_owner.pop((t, nid), None)
-        for iid, (ns, key, _) in list(self._item_at.items()):
-            if iid[0] != t:
-                continue
-            it = self._items.get((t, ns), {}).get(key)
-            if it is not None and it.user_id == u and it.updated_at <= rec.time:
-                self._drop_item(t, iid[1])
-        scheds = self._schedules.get((t, u), {})
-        for sid in [s for s, x in scheds.items() if x.created <= rec.time]:
-            del scheds[sid]
-            self._schedule_owner.pop((t, sid), None)
 
     def _fact(self, tenant: str, fact_id: str) -> _Fact | None:
         u = self._fact_owner.get((tenant, fact_id))
         return None if u is None else self._facts.get((tenant, u), {}).get(fact_id)
 
     def _on_fact_asserted(self, rec: RecordedEvent, e: ev.FactAsserted) -> None:
-        if self._dead(rec.tenant, e.user_id, None, rec.time):
+        if self._dead(rec.tenant, e.user_id, None, rec.time, "facts"):
             return
         f = self._fact(rec.tenant, e.fact_id)
         if f is None:
@@ -621,7 +663,7 @@ class StateProjection(Projection):
             f.status = "deleted"
 
     def _on_note_stored(self, rec: RecordedEvent, e: ev.NoteStored) -> None:
-        if self._dead(rec.tenant, e.user_id, None, rec.time):
+        if self._dead(rec.tenant, e.user_id, None, rec.time, "notes"):
             return
         if (rec.tenant, e.note_id) in self._note_owner:
             return
@@ -629,6 +671,13 @@ class StateProjection(Projection):
             note_id=e.note_id, text=e.text, time=rec.time, user_id=e.user_id
         )
         self._note_owner[(rec.tenant, e.note_id)] = e.user_id
+
+    def _on_note_updated(self, rec: RecordedEvent, e: ev.NoteUpdated) -> None:
+        u = self._note_owner.get((rec.tenant, e.note_id))
+        notes = self._notes.get((rec.tenant, u), {}) if u is not None else {}
+        n = notes.get(e.note_id)
+        if n is not None:
+            notes[e.note_id] = msgspec.structs.replace(n, text=e.text)  # one stream: updates arrive in order
 
     def _on_note_deleted(self, rec: RecordedEvent, e: ev.NoteDeleted) -> None:
         u = self._note_owner.pop((rec.tenant, e.note_id), None)
@@ -640,7 +689,7 @@ class StateProjection(Projection):
         return None if u is None else self._schedules.get((tenant, u), {}).get(schedule_id)
 
     def _on_schedule_created(self, rec: RecordedEvent, e: ev.ScheduleCreated) -> None:
-        if self._dead(rec.tenant, e.user_id, None, rec.time):
+        if self._dead(rec.tenant, e.user_id, None, rec.time, "schedules"):
             return
         if self._schedule(rec.tenant, e.schedule_id) is not None:
             return
@@ -652,7 +701,7 @@ class StateProjection(Projection):
         if s is not None:
             for k, v in e.changes.items():
                 if k in s.fields:
-                    s.fields[k] = v
+                    s.fields[k] = _as_time(v) if k == "next_run_at" else v
             s.updated = max(s.updated, rec.time)
 
     def _on_schedule_deleted(self, rec: RecordedEvent, e: ev.ScheduleDeleted) -> None:
@@ -664,11 +713,14 @@ class StateProjection(Projection):
         s = self._schedule(rec.tenant, e.schedule_id)
         if s is None or rec.event_id in s.runs:
             return
-        s.runs.add(rec.event_id)
-        if s.last is None or e.run_at >= s.last.run_at:
-            s.last = e
-        if e.next_run_at is not None:
-            s.fields["next_run_at"] = e.next_run_at
+        s.runs.add(rec.event_id)  # one stream, one writer: runs arrive in stream order
+        s.run_count += 1
+        s.failures = 0 if e.status in SUCCESS_STATUSES else s.failures + 1
+        s.history = (s.history + [{"run_at": e.run_at, "status": e.status, "result": e.result,
+                                   "output_summary": e.output_summary}])[-RUN_HISTORY:]
+        s.fields["next_run_at"] = e.next_run_at
+        if e.next_run_at is None:
+            s.fields["enabled"] = False  # a finished one-shot
         s.updated = max(s.updated, rec.time)
 
     def _drop_item(self, tenant: str, iid: str) -> None:
@@ -687,7 +739,7 @@ class StateProjection(Projection):
         return at is not None and at[2] >= rec.version
 
     def _on_item_put(self, rec: RecordedEvent, e: ev.ItemPut) -> None:
-        if self._dead(rec.tenant, e.user_id, None, rec.time) or self._item_seen(rec, e.item_id):
+        if self._dead(rec.tenant, e.user_id, None, rec.time, "items") or self._item_seen(rec, e.item_id):
             return
         ns = tuple(e.namespace)
         bucket = self._items.setdefault((rec.tenant, ns), {})
@@ -790,6 +842,21 @@ class StateProjection(Projection):
             facts = self._facts.get((tenant, user_id), {})
             out = [f.info(fid) for fid, f in facts.items() if include_inactive or f.status == "active"]
         out.sort(key=lambda f: (f.created, f.fact_id), reverse=True)
+        return out
+
+    def fact_counts(self, tenant: str, cap: int | None = None) -> dict[str, int]:
+        """Facts of a tenant by status, and how many users hold ``cap`` or more active facts."""
+        out = {"active": 0, "superseded": 0, "deleted": 0, "pruned": 0, "users": 0, "users_at_cap": 0}
+        with self._lock:
+            for (t, _), facts in self._facts.items():
+                if t != tenant:
+                    continue
+                out["users"] += 1
+                active = 0
+                for f in facts.values():
+                    out[f.status] = out.get(f.status, 0) + 1
+                    active += f.status == "active"
+                out["users_at_cap"] += cap is not None and active >= cap
         return out
 
     def fact(self, tenant: str, fact_id: str) -> FactInfo | None:
@@ -935,9 +1002,12 @@ class StateProjection(Projection):
             "schedule_user": pa.array([x[3].user_id for x in sc], pa.string()),
             "detail": pa.array([_ENC.encode(_ScheduleRow(
                 {k: v for k, v in x[3].fields.items() if k != "next_run_at"}, _as_time(x[3].fields.get("next_run_at")),
-                x[3].created, x[3].updated, sorted(x[3].runs), x[3].last)) for x in sc], pa.binary()),
+                x[3].created, x[3].updated, sorted(x[3].runs), x[3].history, x[3].run_count,
+                x[3].failures)) for x in sc], pa.binary()),
         })
-        tb = [("user", k, t) for k, t in self._user_tomb.items()] + [("session", k, t) for k, t in self._session_tomb.items()]
+        # a user tombstone is per scope (facts, notes, items, schedules or all): kind "user:<scope>"
+        tb = ([(f"user:{k[2]}", k[:2], t) for k, t in self._user_tomb.items()]
+              + [("session", k, t) for k, t in self._session_tomb.items()])
         tombs = pa.table({
             "kind": pa.array([x[0] for x in tb], pa.string()),
             "tenant": pa.array([x[1][0] for x in tb], pa.string()),
@@ -1024,12 +1094,16 @@ class StateProjection(Projection):
             d = sdec.decode(r["detail"])
             x = _Schedule.__new__(_Schedule)
             x.user_id, x.fields = r["schedule_user"], dict(d.fields, next_run_at=d.next_run_at)
-            x.created, x.updated, x.runs, x.last = d.created, d.updated, set(d.runs), d.last
+            x.created, x.updated, x.runs = d.created, d.updated, set(d.runs)
+            x.history, x.run_count, x.failures = list(d.history), d.run_count, d.failures
             self._schedules.setdefault((r["tenant"], r["user_id"]), {})[r["schedule_id"]] = x
             self._schedule_owner[(r["tenant"], r["schedule_id"])] = r["user_id"]
         tb = t["tombstones"]
         for kind, tenant, ident, tm in zip(_col(tb, "kind"), _col(tb, "tenant"), _col(tb, "id"), _col(tb, "time")):
-            (self._user_tomb if kind == "user" else self._session_tomb)[(tenant, ident)] = tm
+            if kind.startswith("user:"):
+                self._user_tomb[(tenant, ident, kind.split(":", 1)[1])] = tm
+            else:
+                self._session_tomb[(tenant, ident)] = tm
         idec = msgspec.msgpack.Decoder(ItemInfo)
         it = t["items"]
         for tenant, iid, version, detail in zip(_col(it, "tenant"), _col(it, "item_id"), _col(it, "version"),
@@ -1074,6 +1148,7 @@ _HANDLERS: dict[type, Any] = {
     ev.FactDeleted: StateProjection._on_fact_deleted,
     ev.NoteStored: StateProjection._on_note_stored,
     ev.NoteDeleted: StateProjection._on_note_deleted,
+    ev.NoteUpdated: StateProjection._on_note_updated,
     ev.ScheduleCreated: StateProjection._on_schedule_created,
     ev.ScheduleUpdated: StateProjection._on_schedule_updated,
     ev.ScheduleDeleted: StateProjection._on_schedule_deleted,

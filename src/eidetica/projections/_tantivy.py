@@ -217,6 +217,8 @@ class TantivyChunks:
         self._cache: dict[Any, Any] = {}
         self._cache_gen = -1
         self._cache_lock = threading.Lock()
+        self._searcher_cache: tuple[int, Any, Any] | None = None
+        self._tf: dict[str, tuple[Counter[str], int]] = {}  # text -> (term counts, length), see _terms_of
 
     # -- files -------------------------------------------------------------------------
     def _current(self) -> str | None:
@@ -296,6 +298,13 @@ class TantivyChunks:
             except Exception:  # noqa: BLE001 - best effort housekeeping
                 pass
 
+    def _searcher(self) -> Any:
+        """The searcher of the current commit, made once per commit (each costs about 0.5 ms)."""
+        cached = self._searcher_cache
+        if cached is None or cached[0] != self._gen or cached[1] is not self.index:
+            cached = self._searcher_cache = (self._gen, self.index, self.index.searcher())
+        return cached[2]
+
     # -- reading -----------------------------------------------------------------------
     def search(self, f: Filters, terms: Sequence[str], limit: int) -> list[tuple[float, Row]]:
         """Top ``limit`` rows for analyzed ``terms`` within the filters, by exact per-tenant BM25."""
@@ -304,7 +313,7 @@ class TantivyChunks:
         text = Query.boolean_query([(Occur.Should, Query.term_query(SCHEMA, "text", t)) for t in terms])
         q = Query.boolean_query([(Occur.Must, Query.const_score_query(filter_query(f), 0.0)), (Occur.Must, text)])
         gen = self._gen
-        searcher = self.index.searcher()
+        searcher = self._searcher()
         res = searcher.search(q, limit + max(16, limit // 2), count=False)
         if not res.hits:
             return []
@@ -317,7 +326,17 @@ class TantivyChunks:
         """Exact per-tenant BM25 of given rows for analyzed ``terms`` (0.0 for a row matching none)."""
         if not terms or not rows:
             return [0.0] * len(rows)
-        return self._bm25(self.index.searcher(), self._gen, tenant, terms, rows)
+        return self._bm25(self._searcher(), self._gen, tenant, terms, rows)
+
+    def idf(self, tenant: str, terms: Sequence[str]) -> list[float]:
+        """The BM25 idf of each analyzed term within one tenant (what a matching term can add, per unit of tf)."""
+        if not terms:
+            return []
+        gen = self._gen
+        searcher = self.index.searcher()
+        n_docs, _ = self._tenant_stats(searcher, gen, tenant)
+        return [math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+                for df in (self._df(searcher, gen, tenant, t) for t in terms)]
 
     def _bm25(self, searcher: Any, gen: int, tenant: str, terms: Sequence[str], rows: Sequence[Row]) -> list[float]:
         n_docs, avgdl = self._tenant_stats(searcher, gen, tenant)
@@ -327,8 +346,8 @@ class TantivyChunks:
             idf[t] = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
         out = []
         for r in rows:
-            tf = Counter(tokens(r.text))
-            norm = K1 * (1.0 - B + B * doc_len(r.text) / avgdl) if avgdl > 0 else K1
+            tf, n = self._terms_of(r.text)
+            norm = K1 * (1.0 - B + B * n / avgdl) if avgdl > 0 else K1
             s = 0.0
             for t in terms:
                 c = tf.get(t, 0)
@@ -336,6 +355,17 @@ class TantivyChunks:
                     s += idf[t] * c * (K1 + 1.0) / (c + norm)
             out.append(s)
         return out
+
+    def _terms_of(self, text: str) -> tuple[Counter[str], int]:
+        """Term counts and BM25 length of a text, memoised by the text (the same rows are scored
+        query after query: analysing them again cost several ms per search)."""
+        got = self._tf.get(text)
+        if got is None:
+            got = (Counter(tokens(text)), doc_len(text))
+            if len(self._tf) >= 100_000:
+                self._tf.clear()  # bounded; rebuilt from the rows searches touch
+            self._tf[text] = got
+        return got
 
     def _cached(self, gen: int, key: Any, compute: Any) -> Any:
         with self._cache_lock:
@@ -380,7 +410,7 @@ class TantivyChunks:
             (Occur.Must, _term("kind", "message")),
             (Occur.Must, span),
         ])
-        searcher = self.index.searcher()
+        searcher = self._searcher()
         res = searcher.search(q, limit, count=False, order_by_field="ts",
                               order=tantivy.Order.Asc if after else tantivy.Order.Desc)
         return [Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits]
@@ -393,7 +423,7 @@ class TantivyChunks:
             (Occur.Must, _term("tenant", tenant)),
             (Occur.Must, Query.term_set_query(SCHEMA, "key", list(keys))),
         ])
-        searcher = self.index.searcher()
+        searcher = self._searcher()
         res = searcher.search(q, len(keys), count=False)
         rows = (Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits)
         return {r.key: r for r in rows}
@@ -403,32 +433,32 @@ class TantivyChunks:
         if not preds:
             return []
         q = Query.boolean_query([(Occur.Should, pred_query(p)) for p in preds])
-        searcher = self.index.searcher()
+        searcher = self._searcher()
         res = searcher.search(q, limit, count=False)
         return [Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits]
 
     def key_hashes(self) -> set[int]:
         """``hash()`` of every key in the term dictionary (deleted but unmerged documents included)."""
-        return {hash(k) for k, _ in self.index.searcher().terms_with_prefix("key", "")}
+        return {hash(k) for k, _ in self._searcher().terms_with_prefix("key", "")}
 
     def num_docs(self) -> int:
         """Live documents in the committed index."""
-        return int(self.index.searcher().num_docs)
+        return int(self._searcher().num_docs)
 
     def num_segments(self) -> int:
         """Segments of the committed index."""
-        return int(self.index.searcher().num_segments)
+        return int(self._searcher().num_segments)
 
     def all_rows(self) -> list[Row]:
         """Every committed row (for tests and checks)."""
-        searcher = self.index.searcher()
+        searcher = self._searcher()
         n = max(1, int(searcher.num_docs))
         res = searcher.search(Query.all_query(), n, count=False)
         return [Row.unpack(searcher.doc(addr).get_first("row")) for _, addr in res.hits]
 
     def terms_with_prefix(self, field: str, prefix: str) -> list[Any]:
         """Terms of a field with a prefix, still present in segments (deleted docs included)."""
-        return list(self.index.searcher().terms_with_prefix(field, prefix))
+        return list(self._searcher().terms_with_prefix(field, prefix))
 
     # -- lifecycle ---------------------------------------------------------------------
     def _close_writer(self) -> None:

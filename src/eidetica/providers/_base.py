@@ -13,7 +13,70 @@ import numpy as np
 
 from ..errors import DimensionMismatch, InvalidInput
 
-__all__ = ["Embedder", "CacheInfo", "check_vectors", "normalize_rows"]
+__all__ = ["Embedder", "CacheInfo", "Coalescer", "check_vectors", "normalize_rows"]
+
+
+class _Request:
+    __slots__ = ("items", "result", "error", "done")
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+        self.result: list[Any] = []
+        self.error: BaseException | None = None
+        self.done = False
+
+
+class Coalescer:
+    """Callers that arrive together share one call of ``fn`` (a list of items in, one result per item out).
+
+    The first caller runs ``fn`` on its items; callers arriving meanwhile queue theirs, and
+    when the call returns one of them runs ``fn`` once on everything queued (the group
+    commit of a log, applied to model calls and curator writes). A lone caller pays one
+    uncontended lock. An exception of ``fn`` is raised to every caller of that batch.
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self._cond = threading.Condition(threading.Lock())
+        self._pending: list[_Request] = []
+        self._busy = False
+        self.calls = 0  # calls of fn (for tests and stats)
+        self.items = 0  # items passed to fn
+
+    def __call__(self, items: list[Any]) -> list[Any]:
+        """``fn``'s results for ``items``, in order, computed alone or with concurrent callers'."""
+        req = _Request(items)
+        with self._cond:
+            self._pending.append(req)
+            while self._busy and not req.done:
+                self._cond.wait()
+            if not req.done:
+                self._busy = True
+                batch, self._pending = self._pending, []
+        if not req.done:
+            try:
+                flat = [x for r in batch for x in r.items]
+                out = self.fn(flat)
+                if len(out) != len(flat):
+                    raise RuntimeError(f"coalesced call returned {len(out)} results for {len(flat)} items")
+                k = 0
+                for r in batch:
+                    r.result = out[k : k + len(r.items)]
+                    k += len(r.items)
+            except BaseException as e:  # noqa: BLE001 - handed to every caller of the batch
+                for r in batch:
+                    r.error = e
+            finally:
+                with self._cond:
+                    self.calls += 1
+                    self.items += sum(len(r.items) for r in batch)
+                    for r in batch:
+                        r.done = True
+                    self._busy = False
+                    self._cond.notify_all()
+        if req.error is not None:
+            raise req.error
+        return req.result
 
 
 class CacheInfo(NamedTuple):
@@ -108,10 +171,12 @@ class CachedEmbedder(Embedder):
         self._cache_lock = threading.Lock()
         self._hits = 0
         self._misses = 0
+        # concurrent embed() calls share one model call (a batch costs far less than its texts one by one)
+        self._coalescer = Coalescer(self._embed_batch)
 
     # Embedders travel to other processes (Ray actors): the lock cannot be pickled and the cache
     # is not worth shipping, so a copy starts with an empty cache of the same size.
-    _transient: tuple[str, ...] = ("_cache", "_cache_lock", "_hits", "_misses")
+    _transient: tuple[str, ...] = ("_cache", "_cache_lock", "_hits", "_misses", "_coalescer")
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k not in self._transient}
@@ -121,6 +186,18 @@ class CachedEmbedder(Embedder):
         self._cache = OrderedDict()
         self._cache_lock = threading.Lock()
         self._hits = self._misses = 0
+        self._coalescer = Coalescer(self._embed_batch)
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        # texts of several callers: the same text from two of them is computed once
+        distinct = list(dict.fromkeys(texts))
+        vecs = check_vectors(self._embed_uncached(distinct), self.dim)
+        if vecs.shape[0] != len(distinct):
+            raise RuntimeError(f"{type(self).__name__} returned {vecs.shape[0]} vectors for {len(distinct)} texts")
+        if len(distinct) == len(texts):
+            return vecs
+        row = {t: i for i, t in enumerate(distinct)}
+        return vecs[[row[t] for t in texts]]
 
     @abc.abstractmethod
     def _embed_uncached(self, texts: list[str]) -> np.ndarray:
@@ -145,9 +222,7 @@ class CachedEmbedder(Embedder):
                     todo.setdefault(k, []).append(i)
             self._misses += len(todo)
         if todo:
-            fresh = check_vectors(self._embed_uncached([items[rows[0]] for rows in todo.values()]), self.dim)
-            if fresh.shape[0] != len(todo):
-                raise RuntimeError(f"{type(self).__name__} returned {fresh.shape[0]} vectors for {len(todo)} texts")
+            fresh = np.asarray(self._coalescer([items[rows[0]] for rows in todo.values()]))
             for (k, rows), vec in zip(todo.items(), fresh):
                 out[rows] = vec
             if self._cache_size:

@@ -1,0 +1,164 @@
+"""What serving adds: search p50 in process vs through HTTP (eidetica.connect), and appends/s
+from 1 client vs 16 concurrent clients, on the same store and queries, in one run.
+
+Targets (issue 18): HTTP adds at most 3 ms to search p50; 16 clients reach at least 5x one
+client's append rate. Prints progress lines, then one JSON object on the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+import eidetica
+from eidetica.cli import make_embedder
+
+TOPICS = ["hiking in the alps", "a sourdough starter", "the quarterly budget", "my sister's wedding", "a new laptop",
+          "learning Portuguese", "the dentist appointment", "a jazz concert", "moving to Berlin", "the garden roses"]
+
+
+def free_port() -> int:
+    """A free TCP port on loopback."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def p50(xs: list[float]) -> float:
+    """Median, in milliseconds."""
+    return round(statistics.median(xs) * 1000, 3)
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+CPU: dict[str, list[float]] = {}  # label -> CPU ms per search of each pass (this process + the server's)
+
+
+def timed_searches(m: object, queries: list[str], rounds: int, label: str = "", server_pid: int | None = None) -> list[float]:
+    """Latency of each search (after one warm-up pass); CPU per search goes to CPU[label].
+
+    Wall times on a shared machine stretch with its load; CPU time per search does not, so
+    the CPU the HTTP path adds (client + server, minus the in-process search) is reported too.
+    """
+    for q in queries:  # warm-up: one full unmeasured pass (caches, index files, connections)
+        m.search(q, user="ada", min_score=0.0)  # type: ignore[attr-defined]
+    out = []
+    c0, s0 = time.process_time(), proc_cpu(server_pid) if server_pid else 0.0
+    for _ in range(rounds):
+        for q in queries:
+            t = time.perf_counter()
+            m.search(q, user="ada", min_score=0.0)  # type: ignore[attr-defined]
+            out.append(time.perf_counter() - t)
+    used = time.process_time() - c0 + ((proc_cpu(server_pid) - s0) if server_pid else 0.0)
+    if label:
+        CPU.setdefault(label, []).append(used * 1000 / len(out))
+    return out
+
+
+def appends(url: str, clients: int, per_client: int, tag: str) -> float:
+    """Appends/s with ``clients`` concurrent clients (each its own connection and session)."""
+    handles = [eidetica.connect(url) for _ in range(clients)]
+    sessions = [h.session(f"{tag}-{c}", user=f"writer-{c}") for c, h in enumerate(handles)]
+    barrier = threading.Barrier(clients + 1)
+
+    def work(c: int) -> None:
+        barrier.wait()
+        for i in range(per_client):
+            sessions[c].append("user" if i % 2 == 0 else "assistant", f"client {c} turn {i}: {TOPICS[i % 10]} again")
+
+    threads = [threading.Thread(target=work, args=(c,)) for c in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    for h in handles:
+        h.close()
+    return round(clients * per_client / elapsed, 1)
+
+
+def main() -> None:
+    """Run the benchmark and print the JSON line."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="a short run")
+    ap.add_argument("--model", default="hash-384",
+                    help="embedder of the store: hash-384 (default: cheap, so the numbers show what serving adds, not the model's CPU) or minilm")
+    args = ap.parse_args()
+    n_msgs, n_queries, rounds = (300, 30, 2) if args.quick else (3000, 100, 3)
+    one_n, many_per = (60, 20) if args.quick else (300, 60)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-server-"))
+    store = tmp / "store"
+    try:
+        m = eidetica.open(store, embedder=make_embedder(args.model))
+        for k in range(n_msgs // 50):
+            s = m.session(f"chat-{k}", user="ada")
+            s.extend([{"role": "user" if i % 2 == 0 else "assistant",
+                       "content": f"Day {k}: we talked about {TOPICS[(k + i) % 10]} and detail number {i}"} for i in range(50)])
+        queries = [f"what did we say about {TOPICS[i % 10]} on day {i % (n_msgs // 50)}" for i in range(n_queries)]
+        inproc = timed_searches(m, queries, rounds, "inproc")
+        m.close()
+        print(f"in process (before serving): {len(inproc)} searches, p50 {p50(inproc)} ms", file=sys.stderr, flush=True)
+
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        server = subprocess.Popen([str(Path(sys.executable).with_name("eidetica")), "serve", "--path", str(store),
+                                   "--port", str(port), "--model", args.model],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(1200):
+                try:
+                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            client = eidetica.connect(url)
+            http = timed_searches(client, queries, rounds, "http", server.pid)
+            client.close()
+            print(f"through HTTP: {len(http)} searches, p50 {p50(http)} ms", file=sys.stderr, flush=True)
+            one = appends(url, 1, one_n, "one")
+            print(f"1 client: {one} appends/s", file=sys.stderr, flush=True)
+            many = appends(url, 16, many_per, "many")
+            print(f"16 clients: {many} appends/s ({many / one:.1f}x)", file=sys.stderr, flush=True)
+        finally:
+            server.terminate()
+            server.wait(60)
+        # in process again, on the store as the server left it: the two in-process passes bracket the HTTP one
+        with eidetica.open(store, embedder=make_embedder(args.model)) as m:
+            again = timed_searches(m, queries, rounds, "inproc")
+        print(f"in process (after serving): p50 {p50(again)} ms", file=sys.stderr, flush=True)
+        inproc += again
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result = {
+        "bench": "server", "quick": args.quick, "model": args.model, "messages": n_msgs, "searches": len(inproc),
+        "inproc_search_p50_ms": p50(inproc), "http_search_p50_ms": p50(http),
+        "http_added_ms": round(p50(http) - p50(inproc), 3),
+        "inproc_search_cpu_ms": round(statistics.mean(CPU["inproc"]), 3),
+        "http_search_cpu_ms": round(statistics.mean(CPU["http"]), 3),
+        "http_added_cpu_ms": round(statistics.mean(CPU["http"]) - statistics.mean(CPU["inproc"]), 3),
+        "one_client_appends_per_s": one, "sixteen_clients_appends_per_s": many,
+        "speedup": round(many / one, 2), "loadavg_1m": round(os.getloadavg()[0], 1), "cpus": os.cpu_count(), "targets_met": p50(http) - p50(inproc) <= 3.0 and many >= 5 * one,
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

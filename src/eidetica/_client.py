@@ -1,0 +1,393 @@
+"""``eidetica.connect(url, api_key=None)``: the ``eidetica.open()`` API against ``eidetica serve``.
+
+Same method names and arguments, the same ``Hit`` / ``Message`` types, and the same
+exception classes (rebuilt from the server's error body). One ``httpx.Client`` per handle
+reuses connections. Retries are safe: appends carry caller-chosen event ids and
+``remember`` a request id, so a request whose answer was lost is replayed without a
+duplicate; a retried delete that finds nothing counts as done; other writes are retried
+only when the connection was never made.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from .actors import STRATEGIES, Hit, Message
+from .actors.schedules import ScheduleInfo
+from .errors import EideticaError, InvalidInput, NotFound
+from .projections._state import SessionInfo
+from ._wire import error_from_body
+
+__all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules"]
+
+_HITS = msgspec.json.Decoder(list[Hit])
+_MESSAGES = msgspec.json.Decoder(list[Message])
+_SESSIONS = msgspec.json.Decoder(list[SessionInfo])
+_SCHEDULE = msgspec.json.Decoder(ScheduleInfo)
+_SCHEDULES = msgspec.json.Decoder(list[ScheduleInfo])
+
+
+def _q(segment: str) -> str:
+    """A path segment, escaped (ids may hold '/', '?', '#'); bad types fail on the server."""
+    if not isinstance(segment, str):
+        raise InvalidInput("id", "must be a string", segment)
+    return quote(segment, safe="") or "%20"
+
+
+def _seconds(field: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, dt.timedelta) or value <= dt.timedelta(0):
+        raise InvalidInput(field, "must be a positive datetime.timedelta", value)
+    return value.total_seconds()
+
+
+def connect(url: str, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 3) -> "RemoteMemory":
+    """A client for the store served at ``url`` (``eidetica serve``), acting in ``api_key``'s tenant."""
+    return RemoteMemory(url, api_key=api_key, timeout=timeout, retries=retries)
+
+
+class RemoteMemory:
+    """Long-term memory over HTTP: the ``Memory`` API, served by ``eidetica serve``."""
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 60.0, retries: int = 3) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise InvalidInput("url", "must be an http:// or https:// URL", url)
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.retries = retries
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # TCP_NODELAY: a request's headers and body leave at once (no Nagle wait on small writes)
+        transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                                        limits=httpx.Limits(max_keepalive_connections=32, max_connections=64))
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(timeout, connect=5.0),
+                                  transport=transport)
+        self.schedules = RemoteSchedules(self)
+        self._closed = False
+        info = self._call("GET", "/v1/stats")
+        self.tenant: str = info["tenant"]
+
+    # -- transport ---------------------------------------------------------------------
+    def _send(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
+              retry: str = "always", content: bytes | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
+        """One request with retries; ``retry``: always (idempotent), delete (NotFound after a retry is done), connect."""
+        if self._closed:
+            raise InvalidInput("memory", "is closed")
+        if json is not None:
+            try:
+                content = msgspec.json.encode(json)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise InvalidInput("body", f"cannot be sent as JSON: {e}") from None
+            headers = {"Content-Type": "application/json"}
+        if params:
+            params = {k: (v.isoformat() if isinstance(v, dt.datetime) else v) for k, v in params.items() if v is not None}
+        attempt = 0
+        while True:
+            try:
+                r = self._http.request(method, path, content=content, params=params, headers=headers)
+            except httpx.TransportError as e:
+                never_sent = isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout))
+                if attempt >= self.retries or (retry == "connect" and not never_sent):
+                    raise
+                attempt += 1
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+                continue
+            if r.status_code >= 400:
+                if r.status_code == 404 and retry == "delete" and attempt > 0:
+                    return r  # the lost first attempt did it
+                if r.status_code in (502, 503) and attempt < self.retries and retry != "connect":
+                    attempt += 1
+                    time.sleep(min(2.0, 0.1 * 2**attempt))
+                    continue
+                try:
+                    body = r.json()
+                except ValueError:
+                    body = None
+                raise error_from_body(r.status_code, body)
+            return r
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        return self._send(method, path, **kw).json()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connections (the served store stays open)."""
+        if not self._closed:
+            self._closed = True
+            self._http.close()
+
+    def __enter__(self) -> "RemoteMemory":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- sessions ----------------------------------------------------------------------
+    def session(self, session_id: str, *, user: str, strategy: str | None = None, buffer: int = 0,
+                flush_seconds: float = 0.05) -> "RemoteSession":
+        """A handle on one conversation of a user (created on first append)."""
+        if strategy is not None and strategy not in STRATEGIES:
+            raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
+            raise InvalidInput("buffer", "must be an int >= 0", buffer)
+        info = self._call("GET", f"/v1/users/{_q(user)}/sessions/{_q(session_id)}", params={"strategy": strategy})
+        return RemoteSession(self, session_id, user, strategy, info["last_sequence"], buffer)
+
+    def list_sessions(self, *, user: str | None = None) -> list[SessionInfo]:
+        """Sessions of the tenant (or a user), most recently updated first."""
+        return _SESSIONS.decode(self._send("GET", "/v1/sessions", params={"user": user}).content)
+
+    def forget_session(self, session_id: str) -> None:
+        """Forget a session: messages, summaries and their chunks."""
+        self._send("DELETE", f"/v1/sessions/{_q(session_id)}", retry="delete")
+
+    # -- facts -------------------------------------------------------------------------
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
+        """Store a fact about a user; returns its id (retried safely: one request id per call)."""
+        body = {"content": content, "category": category, "request_id": request_id or uuid.uuid4().hex}
+        return self._call("POST", f"/v1/users/{_q(user)}/memories", json=body)["id"]
+
+    def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None, mmr: float | None = None,
+               recency_half_life: dt.timedelta | None = None, now: dt.datetime | None = None,
+               confidence_weight: float = 0.0) -> list[Hit]:
+        """The user's facts most relevant to ``query``."""
+        body = {"query": query, "top_k": top_k, "category": category, "mmr": mmr, "now": now,
+                "recency_half_life": _seconds("recency_half_life", recency_half_life),
+                "confidence_weight": confidence_weight}
+        return _HITS.decode(self._send("POST", f"/v1/users/{_q(user)}/memories/recall", json=body).content)
+
+    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
+        """The user's active facts, strongest first."""
+        r = self._send("GET", f"/v1/users/{_q(user)}/memories", params={"category": category, "limit": limit})
+        return _HITS.decode(r.content)
+
+    def forget(self, fact_id: str, *, user: str) -> None:
+        """Forget one fact."""
+        self._send("DELETE", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}", retry="delete")
+
+    def forget_matching(self, query: str, threshold: float = 0.85, *, user: str) -> list[str]:
+        """Forget every fact of a user close to ``query``; returns their ids."""
+        return self._call("POST", f"/v1/users/{_q(user)}/memories/forget-matching",
+                          json={"query": query, "threshold": threshold})
+
+    def forget_user(self, user: str) -> None:
+        """Forget everything about a user: facts, notes, schedules, sessions."""
+        self._send("DELETE", f"/v1/users/{_q(user)}")
+
+    # -- notes -------------------------------------------------------------------------
+    def store_note(self, text: str, *, user: str) -> str:
+        """Store a note; returns ``note-<uuid>``."""
+        return self._call("POST", f"/v1/users/{_q(user)}/notes", json={"text": text}, retry="connect")["id"]
+
+    def delete_note(self, note_id: str, *, user: str) -> None:
+        """Delete a note."""
+        self._send("DELETE", f"/v1/users/{_q(user)}/notes/{_q(note_id)}", retry="delete")
+
+    # -- search ------------------------------------------------------------------------
+    def participant_names(self, user: str) -> frozenset[str]:
+        """Names of the participants of a user's conversations."""
+        return frozenset(self._call("GET", f"/v1/users/{_q(user)}/participants"))
+
+    def search(self, query: str, *, user: str, recency_half_life: dt.timedelta | None = None, **options: Any) -> list[Hit]:
+        """Search a user's conversations across sessions (the options of ``Memory.search``)."""
+        body = dict(options, query=query, user=user)
+        if recency_half_life is not None:
+            body["recency_half_life"] = _seconds("recency_half_life", recency_half_life)
+        if isinstance(body.get("kinds"), tuple):
+            body["kinds"] = list(body["kinds"])
+        return _HITS.decode(self._send("POST", "/v1/search", json=body).content)
+
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
+        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens}
+        return self._call("POST", "/v1/context", json=body)["context"]
+
+    # -- maintenance -------------------------------------------------------------------
+    def sweep(self, now: dt.datetime | None = None) -> dict[str, int]:
+        """Decay and prune facts of every user, and retry pending extractions."""
+        return self._call("POST", "/v1/sweep", json={"now": now})
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes of the served store, seen from this tenant."""
+        return self._call("GET", "/v1/stats")
+
+    def clear(self, sessions: bool = True, memories: bool = True) -> None:
+        """Forget every session and/or every fact and note of this tenant."""
+        self._send("POST", "/v1/clear", json={"sessions": sessions, "memories": memories})
+
+    def export(self, path: str | Path) -> int:
+        """Stream this tenant's events into a JSONL file; returns how many."""
+        n = 0
+        with self._http.stream("GET", "/v1/export") as r:
+            if r.status_code >= 400:
+                r.read()
+                raise error_from_body(r.status_code, r.json())
+            with Path(path).open("wb") as f:
+                for line in r.iter_lines():
+                    if line.strip():
+                        f.write(line.encode() + b"\n")
+                        n += 1
+        return n
+
+    def import_(self, path: str | Path) -> int:
+        """Append events exported by ``export`` into this tenant (idempotent by event id)."""
+        source = Path(path)
+        if not source.exists():
+            raise InvalidInput("path", f"{source} does not exist")
+        kind = "application/vnd.apache.parquet" if source.suffix == ".parquet" else "application/x-ndjson"
+        return self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})["imported"]
+
+
+class RemoteSession:
+    """One conversation over HTTP: append messages, read history for the LLM."""
+
+    def __init__(self, memory: RemoteMemory, session_id: str, user: str, strategy: str | None,
+                 run_start: int, buffer: int = 0) -> None:
+        self._m = memory
+        self.session_id = session_id
+        self.user = user
+        self.strategy = strategy
+        self.system_prompt: str | None = None
+        self._run_start = run_start
+        self.buffer_size = buffer
+        self._buffer: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._path = f"/v1/users/{_q(user)}/sessions/{_q(session_id)}"
+
+    def append(self, role: str, content: str, metadata: dict[str, Any] | None = None, *,
+               time: dt.datetime | None = None, sequence: int | None = None, event_id: uuid.UUID | None = None) -> int:
+        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle."""
+        if role == "system":
+            if not isinstance(content, str) or not content.strip():
+                raise InvalidInput("content", "must be a non-empty string", content)
+            self.system_prompt = content
+            return -1
+        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence,
+                "event_id": event_id}
+        if not self.buffer_size:
+            return self.extend([item])
+        with self._lock:
+            self._buffer.append(item)
+            full = len(self._buffer) >= self.buffer_size
+        return self.flush() if full else -1
+
+    def flush(self) -> int:
+        """Write buffered messages now (one request); returns the last offset, -1 when nothing was buffered."""
+        with self._lock:
+            items, self._buffer = self._buffer, []
+        return self.extend(items) if items else -1
+
+    def extend(self, messages: Sequence[dict[str, Any]]) -> int:
+        """Append many messages in one atomic write; returns the last offset (retried safely by event id)."""
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
+            raise InvalidInput("messages", "must be a non-empty list of dicts")
+        items = []
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                raise InvalidInput(f"messages[{i}]", "must be a dict")
+            item = {k: v for k, v in m.items() if v is not None}
+            item["event_id"] = str(m.get("event_id") or uuid.uuid4())  # chosen here: a retry is idempotent
+            items.append(item)
+        body = {"messages": items, "strategy": self.strategy}
+        return self._m._call("POST", self._path + "/messages", json=body)["offset"]
+
+    def read(self, *, strategy: str | None = None, window: int | None = None, token_budget: int | None = None) -> list[Message]:
+        """Messages for the LLM: system prompt, rolling summary, then recent turns within the budget."""
+        self.flush()
+        params = {"strategy": strategy or self.strategy, "window": window, "token_budget": token_budget}
+        msgs = _MESSAGES.decode(self._m._send("GET", self._path + "/read", params=params).content)
+        if self.system_prompt:
+            now = dt.datetime.now(dt.timezone.utc)
+            msgs = [Message(role="system", content=self.system_prompt, time=now, sequence=-1)] + msgs
+        return msgs
+
+    def appended(self) -> list[Message]:
+        """Only the messages this handle (this run) appended."""
+        return [m for m in self.history() if m.sequence > self._run_start]
+
+    def history(self, limit: int | None = None) -> list[Message]:
+        """Stored messages, oldest first (the last ``limit``)."""
+        self.flush()
+        return _MESSAGES.decode(self._m._send("GET", self._path + "/messages", params={"limit": limit}).content)
+
+    def summary(self) -> str | None:
+        """The latest rolling summary's text, if any."""
+        return self._m._call("GET", self._path + "/summary")["summary"]
+
+    def summarize(self, *, force: bool = True) -> bool:
+        """Roll old turns into the summary now; True when a summary was committed."""
+        return self._m._call("POST", self._path + "/summarize", json={"force": force})["committed"]
+
+    def restore(self, token_budget: int | None = None) -> list[Message]:
+        """Resume: the last messages that fit ``token_budget``."""
+        self.flush()
+        return _MESSAGES.decode(self._m._send("GET", self._path + "/restore", params={"token_budget": token_budget}).content)
+
+    def forget(self) -> None:
+        """Forget this session."""
+        self._m._send("DELETE", self._path)
+
+    def __len__(self) -> int:
+        self.flush()
+        return int(self._m._call("GET", self._path)["messages"])
+
+
+class RemoteSchedules:
+    """``Memory.schedules`` over HTTP."""
+
+    def __init__(self, memory: RemoteMemory) -> None:
+        self._m = memory
+
+    def create(self, name: str, cadence: str, expression: str | int, *, user: str, timezone: str = "UTC",
+               payload: dict[str, Any] | None = None) -> ScheduleInfo:
+        """Create a schedule."""
+        body = {"name": name, "cadence": cadence, "expression": expression, "user": user, "timezone": timezone,
+                "payload": payload}
+        return _SCHEDULE.decode(self._m._send("POST", "/v1/schedules", json=body, retry="connect").content)
+
+    def get(self, schedule_id: str, *, user: str | None = None) -> ScheduleInfo:
+        """One schedule."""
+        return _SCHEDULE.decode(self._m._send("GET", f"/v1/schedules/{_q(schedule_id)}", params={"user": user}).content)
+
+    def search(self, query: str, *, user: str | None = None, limit: int = 20) -> list[ScheduleInfo]:
+        """Schedules whose name or payload contains the query."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query", "must be a non-empty string", query)
+        r = self._m._send("GET", "/v1/schedules", params={"query": query, "user": user, "limit": limit})
+        return _SCHEDULES.decode(r.content)
+
+    def count(self, *, user: str | None = None) -> int:
+        """How many schedules (of a user, or the tenant)."""
+        return int(self._m._call("GET", "/v1/schedules/count", params={"user": user})["count"])
+
+    def update(self, schedule_id: str, *, user: str | None = None, **changes: Any) -> ScheduleInfo:
+        """Change name, cadence, expression, timezone, payload or enabled."""
+        body = dict(changes, user=user)
+        return _SCHEDULE.decode(self._m._send("PATCH", f"/v1/schedules/{_q(schedule_id)}", json=body).content)
+
+    def delete(self, schedule_id: str, *, user: str | None = None) -> None:
+        """Delete a schedule."""
+        self._m._send("DELETE", f"/v1/schedules/{_q(schedule_id)}", params={"user": user}, retry="delete")
+
+    def due(self, now: dt.datetime | None = None, limit: int = 100) -> list[ScheduleInfo]:
+        """Enabled schedules due at ``now``, soonest first."""
+        if now is not None and (not isinstance(now, dt.datetime) or now.tzinfo is None):
+            raise InvalidInput("now", "must be timezone-aware", now)
+        return _SCHEDULES.decode(self._m._send("GET", "/v1/schedules/due", params={"now": now, "limit": limit}).content)
+
+    def record_run(self, schedule_id: str, run: dict[str, Any] | str | None = None,
+                   next_run_at: dt.datetime | None = None, *, user: str | None = None) -> ScheduleInfo:
+        """Record that a schedule ran."""
+        body = {"run": run, "next_run_at": next_run_at, "user": user}
+        return _SCHEDULE.decode(self._m._send("POST", f"/v1/schedules/{_q(schedule_id)}/runs", json=body,
+                                              retry="connect").content)

@@ -1,0 +1,584 @@
+"""The HTTP API: the facade's methods as JSON resources (FastAPI), one tenant per API key.
+
+Blocking work (fsync, embedding, index queries) runs in FastAPI's thread pool, so
+concurrent requests still meet in the log's group commit. No request names a tenant:
+it comes from the key alone (models forbid unknown fields, so a ``tenant`` field is a 400).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import logging
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import msgspec
+from fastapi import Body, Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import EideticaError, InvalidInput, NotFound, Unauthorized
+from ..memory import Memory
+from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, error_body, status_of
+from ._keys import KeyStore
+
+__all__ = ["create_app", "is_loopback"]
+
+log = logging.getLogger("eidetica.server")
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and 'localhost'."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _json(obj: Any, status: int = 200) -> Response:
+    return Response(msgspec.json.encode(obj), status_code=status, media_type="application/json")
+
+
+def _err(e: BaseException) -> Response:
+    return _json(error_body(e), status_of(e))
+
+
+class _Body(BaseModel):
+    """Request bodies: unknown fields are refused (a typo, or an attempt to name a tenant)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class MessageIn(_Body):
+    """One message to append; ``event_id`` (a UUID) makes a retried append idempotent."""
+
+    role: Any = None
+    content: Any = None
+    metadata: Any = None
+    time: Optional[dt.datetime] = None
+    sequence: Any = None
+    event_id: Optional[uuid.UUID] = None
+
+
+class AppendIn(_Body):
+    """Messages appended in one atomic write."""
+
+    messages: list[MessageIn]
+    strategy: Optional[str] = None
+
+
+class RememberIn(_Body):
+    """A fact; ``request_id`` makes a retried call return the first call's fact id."""
+
+    content: Any = None
+    category: Any = "general"
+    request_id: Optional[str] = None
+
+
+class RecallIn(_Body):
+    """A recall query and its re-ranking options (``recency_half_life`` in seconds)."""
+
+    query: Any = None
+    top_k: Any = 5
+    category: Any = None
+    mmr: Any = None
+    recency_half_life: Optional[float] = None
+    now: Optional[dt.datetime] = None
+    confidence_weight: Any = 0.0
+
+
+class SearchIn(_Body):
+    """A cross-session search of one user's conversations (options as ``Memory.search``)."""
+
+    query: Any = None
+    user: Any = None
+    top_k: Any = 10
+    exclude_session: Any = None
+    min_score: Any = 0.60
+    kinds: Any = ("message", "summary")
+    mode: Any = "hybrid"
+    names: Any = True
+    candidates: Any = 50
+    vector_weight: Any = None
+    neighbors: Any = 0.0
+    session_weight: Any = 0.0
+    mmr: Any = None
+    recency_half_life: Optional[float] = None
+    now: Optional[dt.datetime] = None
+    confidence_weight: Any = 0.0
+    speaker_weight: Any = 0.0
+
+
+class ContextIn(_Body):
+    """A "## Relevant Memory" block request."""
+
+    query: Any = None
+    user: Any = None
+    max_facts: Any = 10
+    max_tokens: Any = 500
+
+
+class ForgetMatchingIn(_Body):
+    """Forget every fact close to ``query``."""
+
+    query: Any = None
+    threshold: Any = 0.85
+
+
+class NoteIn(_Body):
+    """A note's text."""
+
+    text: Any = None
+
+
+class SummarizeIn(_Body):
+    """Roll old turns into the summary now."""
+
+    force: Any = True
+
+
+class ScheduleIn(_Body):
+    """A new schedule."""
+
+    name: Any = None
+    cadence: Any = None
+    expression: Any = None
+    user: Any = None
+    timezone: Any = "UTC"
+    payload: Any = None
+
+
+class ScheduleChangeIn(_Body):
+    """Changes to a schedule."""
+
+    user: Any = None
+    name: Any = None
+    cadence: Any = None
+    expression: Any = None
+    timezone: Any = None
+    payload: Any = None
+    enabled: Any = None
+
+
+class RunIn(_Body):
+    """A recorded run of a schedule."""
+
+    run: Any = None
+    next_run_at: Optional[dt.datetime] = None
+    user: Any = None
+
+
+class SweepIn(_Body):
+    """Decay/prune facts as of ``now``."""
+
+    now: Optional[dt.datetime] = None
+
+
+class ClearIn(_Body):
+    """What ``clear`` forgets."""
+
+    sessions: bool = True
+    memories: bool = True
+
+
+def _set(model: BaseModel) -> dict[str, Any]:
+    """The fields the caller sent (the facade's defaults apply to the rest)."""
+    out = model.model_dump(exclude_unset=True)
+    if out.get("recency_half_life") is not None:
+        out["recency_half_life"] = dt.timedelta(seconds=out["recency_half_life"])
+    return out
+
+
+def _session_info(h: Any) -> dict[str, Any]:
+    return {"session_id": h.session_id, "user": h.user, "last_sequence": h._run_start, "messages": len(h)}
+
+
+def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127.0.0.1") -> FastAPI:
+    """The FastAPI application serving ``memory`` (the store's single writer)."""
+    app = FastAPI(
+        title="eidetica",
+        version="0.1.0",
+        description="Long-term memory for LLM agents. Every request acts in its API key's tenant.",
+        redirect_slashes=False,  # a trailing slash is a 404 naming the route, not a redirect a client may not follow
+    )
+    views: dict[str, Memory] = {memory.tenant: memory}
+    views_lock = threading.Lock()
+    loopback = is_loopback(host)
+
+    def tenant_view(tenant: str) -> Memory:
+        with views_lock:
+            if tenant not in views:
+                views[tenant] = memory.for_tenant(tenant)
+            return views[tenant]
+
+    def authenticate(request: Request) -> str:
+        """The tenant of the request's key; the default tenant on loopback when no key exists."""
+        auth = request.headers.get("authorization", "")
+        bearer = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        if keys is not None and keys.active():
+            return keys.tenant_of(bearer)
+        if not loopback:
+            raise Unauthorized("no API key is configured; this server only serves loopback without keys")
+        if bearer:
+            raise Unauthorized("this server has no API keys; create one with `eidetica keys create`")
+        return memory.tenant
+
+    app.state.authenticate = authenticate
+    app.state.tenant_view = tenant_view
+
+    async def mem(request: Request) -> Memory:
+        return tenant_view(authenticate(request))
+
+    M = Depends(mem)
+
+    @app.exception_handler(EideticaError)
+    async def _eidetica_error(request: Request, e: EideticaError) -> Response:
+        return _err(e)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, e: RequestValidationError) -> Response:
+        first = (e.errors() or [{}])[0]
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path", "header")]
+        field = loc[0] if loc and not loc[0].isdigit() else "body"
+        if first.get("type") == "json_invalid":
+            field = "body"
+        rest = ".".join(loc[1:])
+        problem = str(first.get("msg", "is invalid")) + (f" (at {rest})" if rest else "")
+        return _err(InvalidInput(field, problem))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, e: StarletteHTTPException) -> Response:
+        if e.status_code == 404:
+            return _err(NotFound("route", f"{request.method} {request.url.path}"))
+        if e.status_code == 405:
+            return _json(error_body(InvalidInput("method", f"{request.method} is not allowed on {request.url.path}")), 405)
+        return _json(error_body(InvalidInput("body", str(e.detail))), e.status_code if 400 <= e.status_code < 500 else 400)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, e: Exception) -> Response:
+        log.exception("eidetica: unexpected error on %s %s", request.method, request.url.path)
+        return _err(e)
+
+    # -- health ------------------------------------------------------------------------
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """The process is up."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    def readyz() -> Response:
+        """The store is open and its indices have applied every committed event."""
+        try:
+            memory._sync()
+            lag = memory.projector.lag() if hasattr(memory.projector, "lag") else {}
+        except Exception as e:  # noqa: BLE001 - not ready is an answer, not a crash
+            return _json({"status": "not ready", "problem": type(e).__name__}, 503)
+        behind = sum(lag.values()) if isinstance(lag, dict) else 0
+        return _json({"status": "ready" if not behind else "catching up", "lag": lag}, 200 if not behind else 503)
+
+    # -- sessions ----------------------------------------------------------------------
+    S = "/v1/users/{user}/sessions/{session_id}"
+
+    @app.get(S, tags=["sessions"])
+    def session_info(user: str, session_id: str, strategy: Optional[str] = None, m: Memory = M) -> Response:
+        """Open a session handle: its owner is checked; returns the last sequence and message count."""
+        return _json(_session_info(m.session(session_id, user=user, strategy=strategy)))
+
+    @app.post(S + "/messages", tags=["sessions"], status_code=201)
+    def append_messages(user: str, session_id: str, body: AppendIn, m: Memory = M) -> Response:
+        """Append one or many messages atomically (idempotent by each message's ``event_id``)."""
+        if not body.messages:
+            raise InvalidInput("messages", "must be a non-empty list")
+        h = m.session(session_id, user=user, strategy=body.strategy)
+        items = [msg.model_dump() for msg in body.messages]
+        return _json({"offset": h.extend(items)}, 201)
+
+    @app.get(S + "/messages", tags=["sessions"])
+    def history(user: str, session_id: str, limit: Optional[int] = Query(None), m: Memory = M) -> Response:
+        """Stored messages, oldest first (the last ``limit``)."""
+        return _json(m.session(session_id, user=user).history(limit))
+
+    @app.get(S + "/read", tags=["sessions"])
+    def read(user: str, session_id: str, strategy: Optional[str] = None, window: Optional[int] = None,
+             token_budget: Optional[int] = None, m: Memory = M) -> Response:
+        """Messages for the LLM: rolling summary first, then recent turns within the budget."""
+        return _json(m.session(session_id, user=user).read(strategy=strategy, window=window, token_budget=token_budget))
+
+    @app.get(S + "/summary", tags=["sessions"])
+    def summary(user: str, session_id: str, m: Memory = M) -> Response:
+        """The latest rolling summary (null when none)."""
+        return _json({"summary": m.session(session_id, user=user).summary()})
+
+    @app.post(S + "/summarize", tags=["sessions"])
+    def summarize(user: str, session_id: str, body: SummarizeIn = Body(SummarizeIn()), m: Memory = M) -> Response:
+        """Roll old turns into the summary now."""
+        return _json({"committed": m.session(session_id, user=user).summarize(**_set(body))})
+
+    @app.get(S + "/restore", tags=["sessions"])
+    def restore(user: str, session_id: str, token_budget: Optional[int] = None, m: Memory = M) -> Response:
+        """Resume: the last messages that fit ``token_budget``."""
+        return _json(m.session(session_id, user=user).restore(token_budget))
+
+    @app.delete(S, tags=["sessions"])
+    def forget_user_session(user: str, session_id: str, m: Memory = M) -> Response:
+        """Forget this session (messages, summaries, their chunks)."""
+        m.session(session_id, user=user).forget()
+        return _json({"forgotten": session_id})
+
+    @app.get("/v1/sessions", tags=["sessions"])
+    def list_sessions(user: Optional[str] = None, m: Memory = M) -> Response:
+        """Sessions of the tenant (or one user), most recently updated first."""
+        return _json(m.list_sessions(user=user))
+
+    @app.delete("/v1/sessions/{session_id}", tags=["sessions"])
+    def forget_session(session_id: str, m: Memory = M) -> Response:
+        """Forget a session, whoever it belongs to in this tenant."""
+        m.forget_session(session_id)
+        return _json({"forgotten": session_id})
+
+    # -- memories ----------------------------------------------------------------------
+    U = "/v1/users/{user}"
+
+    @app.post(U + "/memories", tags=["memories"], status_code=201)
+    def remember(user: str, body: RememberIn, m: Memory = M) -> Response:
+        """Store a fact (a restatement reinforces the existing one and returns its id)."""
+        return _json({"id": m.remember(body.content, body.category, user=user, request_id=body.request_id)}, 201)
+
+    @app.get(U + "/memories", tags=["memories"])
+    def list_memories(user: str, category: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
+        """The user's active facts, strongest first."""
+        return _json(m.list_memories(user=user, category=category, limit=limit))
+
+    @app.post(U + "/memories/recall", tags=["memories"])
+    def recall(user: str, body: RecallIn, m: Memory = M) -> Response:
+        """The user's facts most relevant to the query."""
+        kw = _set(body)
+        return _json(m.recall(kw.pop("query", None), user=user, **kw))
+
+    @app.delete(U + "/memories/{fact_id}", tags=["memories"])
+    def forget(user: str, fact_id: str, m: Memory = M) -> Response:
+        """Forget one fact."""
+        m.forget(fact_id, user=user)
+        return _json({"forgotten": fact_id})
+
+    @app.post(U + "/memories/forget-matching", tags=["memories"])
+    def forget_matching(user: str, body: ForgetMatchingIn, m: Memory = M) -> Response:
+        """Forget every fact of the user close to the query; returns their ids."""
+        return _json(m.forget_matching(body.query, body.threshold, user=user))
+
+    @app.delete(U, tags=["memories"])
+    def forget_user(user: str, m: Memory = M) -> Response:
+        """Forget everything about a user: facts, notes, schedules, sessions."""
+        m.forget_user(user)
+        return _json({"forgotten": user})
+
+    @app.get(U + "/participants", tags=["search"])
+    def participants(user: str, m: Memory = M) -> Response:
+        """Names of the participants of the user's conversations."""
+        return _json(sorted(m.participant_names(user)))
+
+    # -- notes -------------------------------------------------------------------------
+    @app.post(U + "/notes", tags=["notes"], status_code=201)
+    def store_note(user: str, body: NoteIn, m: Memory = M) -> Response:
+        """Store a note; returns its id."""
+        return _json({"id": m.store_note(body.text, user=user)}, 201)
+
+    @app.delete(U + "/notes/{note_id}", tags=["notes"])
+    def delete_note(user: str, note_id: str, m: Memory = M) -> Response:
+        """Delete a note."""
+        m.delete_note(note_id, user=user)
+        return _json({"deleted": note_id})
+
+    # -- search ------------------------------------------------------------------------
+    @app.post("/v1/search", tags=["search"])
+    def search(body: SearchIn, m: Memory = M) -> Response:
+        """Search a user's conversations across sessions (hybrid vector + full text)."""
+        kw = _set(body)
+        if "kinds" in kw and isinstance(kw["kinds"], list):
+            kw["kinds"] = tuple(kw["kinds"])
+        if kw.get("vector_weight", 0) is None:
+            kw.pop("vector_weight")
+        return _json(m.search(kw.pop("query", None), user=kw.pop("user", None), **kw))
+
+    @app.post("/v1/context", tags=["search"])
+    def context(body: ContextIn, m: Memory = M) -> Response:
+        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+        kw = _set(body)
+        return _json({"context": m.context(kw.pop("query", None), user=kw.pop("user", None), **kw)})
+
+    # -- schedules ---------------------------------------------------------------------
+    @app.post("/v1/schedules", tags=["schedules"], status_code=201)
+    def create_schedule(body: ScheduleIn, m: Memory = M) -> Response:
+        """Create a schedule."""
+        kw = _set(body)
+        args = [kw.pop(k, None) for k in ("name", "cadence", "expression")]
+        return _json(m.schedules.create(*args, user=kw.pop("user", None), **kw), 201)
+
+    @app.get("/v1/schedules", tags=["schedules"])
+    def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
+        """Schedules whose name or payload contains ``query`` (all when empty)."""
+        if not query:
+            items = [s for s in m.schedules._items.values() if user is None or s.user_id == user]
+            return _json(items[:limit])
+        return _json(m.schedules.search(query, user=user, limit=limit))
+
+    @app.get("/v1/schedules/count", tags=["schedules"])
+    def count_schedules(user: Optional[str] = None, m: Memory = M) -> Response:
+        """How many schedules (of a user, or the tenant)."""
+        return _json({"count": m.schedules.count(user=user)})
+
+    @app.get("/v1/schedules/due", tags=["schedules"])
+    def due(now: Optional[dt.datetime] = None, limit: int = 100, m: Memory = M) -> Response:
+        """Enabled schedules due at ``now``, soonest first."""
+        return _json(m.schedules.due(now, limit))
+
+    @app.get("/v1/schedules/{schedule_id}", tags=["schedules"])
+    def get_schedule(schedule_id: str, user: Optional[str] = None, m: Memory = M) -> Response:
+        """One schedule."""
+        return _json(m.schedules.get(schedule_id, user=user))
+
+    @app.patch("/v1/schedules/{schedule_id}", tags=["schedules"])
+    def update_schedule(schedule_id: str, body: ScheduleChangeIn, m: Memory = M) -> Response:
+        """Change a schedule; its next run is recomputed."""
+        kw = _set(body)
+        return _json(m.schedules.update(schedule_id, user=kw.pop("user", None), **kw))
+
+    @app.delete("/v1/schedules/{schedule_id}", tags=["schedules"])
+    def delete_schedule(schedule_id: str, user: Optional[str] = None, m: Memory = M) -> Response:
+        """Delete a schedule."""
+        m.schedules.delete(schedule_id, user=user)
+        return _json({"deleted": schedule_id})
+
+    @app.post("/v1/schedules/{schedule_id}/runs", tags=["schedules"])
+    def record_run(schedule_id: str, body: RunIn, m: Memory = M) -> Response:
+        """Record that a schedule ran."""
+        return _json(m.schedules.record_run(schedule_id, body.run, body.next_run_at, user=body.user))
+
+    # -- maintenance -------------------------------------------------------------------
+    @app.post("/v1/sweep", tags=["maintenance"])
+    def sweep(body: SweepIn = Body(SweepIn()), m: Memory = M) -> Response:
+        """Decay and prune facts, retry pending extractions."""
+        return _json(m.sweep(body.now))
+
+    @app.get("/v1/stats", tags=["maintenance"])
+    def stats(m: Memory = M) -> Response:
+        """Counts and sizes of the store, seen from this tenant."""
+        return _json(m.stats())
+
+    @app.post("/v1/clear", tags=["maintenance"])
+    def clear(body: ClearIn = Body(ClearIn()), m: Memory = M) -> Response:
+        """Forget every session and/or every fact and note of this tenant."""
+        m.clear(sessions=body.sessions, memories=body.memories)
+        return _json({"cleared": True})
+
+    @app.get("/v1/export", tags=["maintenance"])
+    def export(m: Memory = M) -> StreamingResponse:
+        """This tenant's events as a JSONL stream (the format ``POST /v1/import`` reads)."""
+
+        def rows() -> Iterator[bytes]:
+            for e in m._tenant_events():
+                yield (json.dumps({"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(),
+                                   "type": e.type, "event": msgspec.to_builtins(e.decode())}, ensure_ascii=False)
+                       + "\n").encode()
+
+        return StreamingResponse(rows(), media_type="application/x-ndjson")
+
+    @app.post("/v1/import", tags=["maintenance"])
+    async def import_(request: Request, m: Memory = M) -> Response:
+        """Append exported events (JSONL body, or Parquet with ``Content-Type: application/vnd.apache.parquet``)."""
+        import anyio
+
+        parquet = "parquet" in request.headers.get("content-type", "")
+        with tempfile.TemporaryDirectory() as d:
+            target = Path(d) / ("import.parquet" if parquet else "import.jsonl")
+            with target.open("wb") as f:
+                async for chunk in request.stream():
+                    f.write(chunk)
+            n = await anyio.to_thread.run_sync(m.import_, target)
+        return _json({"imported": n})
+
+    return app
+
+
+class Guard:
+    """ASGI wrapper: body-size limit, the MCP mount at /mcp (same keys), and both lifespans."""
+
+    def __init__(self, app: FastAPI, mcp_app: Any = None, mcp_server: Any = None) -> None:
+        self.app = app
+        self.mcp_app = mcp_app
+        self.mcp_server = mcp_server
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Route a request (or the lifespan) to the API or the MCP app."""
+        if scope["type"] == "lifespan":
+            return await self._lifespan(scope, receive, send)
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        limit = MAX_IMPORT_BYTES if scope["path"] == "/v1/import" else MAX_BODY_BYTES
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > limit):
+            return await _send(send, _too_large(limit))
+        receive = _limited(receive, limit)
+        if self.mcp_app is not None and (scope["path"] == "/mcp" or scope["path"].startswith("/mcp/")):
+            from starlette.requests import Request as _Req
+
+            try:
+                tenant = self.app.state.authenticate(_Req(scope))
+            except EideticaError as e:
+                return await _send(send, _err(e))
+            scope = dict(scope, eidetica_tenant=tenant)
+            return await self.mcp_app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send)
+        except _TooLarge:
+            await _send(send, _too_large(limit))
+
+    async def _lifespan(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        if self.mcp_server is not None:
+            async with self.mcp_server.session_manager.run():
+                await send({"type": "lifespan.startup.complete"})
+                await receive()  # lifespan.shutdown
+        else:
+            await send({"type": "lifespan.startup.complete"})
+            await receive()
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+def _too_large(limit: int) -> Response:
+    return _json(error_body(InvalidInput("body", f"is larger than the limit of {limit} bytes")), 413)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _limited(receive: Any, limit: int) -> Any:
+    """A receive that stops a chunked body once it passes ``limit`` bytes."""
+    seen = 0
+
+    async def inner() -> dict[str, Any]:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise _TooLarge()
+        return message
+
+    return inner
+
+
+async def _send(send: Any, response: Response) -> None:
+    await response({"type": "http"}, None, send)  # type: ignore[arg-type]

@@ -1,0 +1,28 @@
+"""A server process for tests: `eidetica serve`'s code path with a small embedder and a clock a test sets.
+
+argv: store, port, clock file ('' for the wall clock). The clock file holds an ISO time
+the test writes (tests move time forward to test decay, schedules and recency).
+"""
+
+import datetime as dt
+import sys
+from pathlib import Path
+
+import eidetica
+from eidetica._server import serve
+from eidetica.providers import HashEmbedder
+
+store, port, clock_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+
+
+def clock() -> dt.datetime:
+    if clock_file:
+        try:
+            return dt.datetime.fromisoformat(Path(clock_file).read_text())
+        except (OSError, ValueError):
+            pass
+    return dt.datetime.now(dt.timezone.utc)
+
+
+with eidetica.open(store, embedder=HashEmbedder(dim=64), clock=clock if clock_file else None) as m:
+    serve(m, host="127.0.0.1", port=port)
