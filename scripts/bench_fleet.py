@@ -1,7 +1,9 @@
-"""Fleet throughput: RayRuntime with batching vs one remote call per message vs LocalRuntime.
+"""Fleet throughput: RayRuntime with batching vs one remote call per message vs LocalRuntime,
+then reads: 16 agents spread over two nodes searching one store with 1 and with 2 view replicas.
 
 Starts a small local Ray cluster on 127.0.0.1 (num_cpus kept small), runs the same
-workload three ways, prints progress, and one JSON object on the last line.
+workload three ways, then a two-node ``ray.cluster_utils.Cluster`` (one CPU each) for the read
+phase, prints progress, and one JSON object on the last line.
 """
 
 from __future__ import annotations
@@ -53,18 +55,104 @@ def workload(path: str, runtime: str, agents: int, messages: int, buffer: int) -
     return agents * messages / el
 
 
+def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str, float]:
+    """Searches/s and latency of ``agents`` agents (half per node) with 1, then 2 view replicas of one store."""
+    import numpy as np
+    import ray
+    from ray.cluster_utils import Cluster
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from eidetica._fleet import shutdown_store
+
+    os.environ.pop("RAY_ADDRESS", None)  # our own cluster, never another one running on the machine
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address, namespace="eidetica", log_to_driver=False)
+    path = os.path.join(root, "reads")
+    out: dict[str, float] = {}
+    try:
+        users = 16
+        m = eidetica.open(path, runtime="ray", embedder=HashEmbedder(dim=64), config=CONFIG)
+        topics = ["hiking", "cooking", "chess", "guitar", "gardening", "kayak", "paris", "budget"]
+        for u in range(users):
+            s = m.session(f"s{u}", user=f"u{u}", buffer=250)
+            for i in range(messages // users):
+                s.append("user" if i % 2 == 0 else "assistant",
+                         f"user {u} talks about {topics[i % len(topics)]} and {topics[(i * 3) % len(topics)]}, note {i}")
+            s.flush()
+        m.close()
+        print(f"read phase: {messages:,} messages written", flush=True)
+        nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+
+        @ray.remote(num_cpus=0)
+        class Agent:
+            def __init__(self, replicas: int, user: str) -> None:
+                self.m = eidetica.open(path, runtime="ray", embedder=HashEmbedder(dim=64), config=CONFIG,
+                                       views_replicas=replicas)
+                self.user = user
+
+            def warm(self) -> None:
+                self.m.search("hiking", user=self.user)  # its replica is built and caught up
+
+            def run(self, n: int) -> list[float]:
+                lat = []
+                for i in range(n):
+                    t = time.perf_counter()
+                    self.m.search(f"{topics[i % len(topics)]} plans", user=self.user)
+                    lat.append(time.perf_counter() - t)
+                return lat
+
+        for replicas in (1, 2):
+            pool = [Agent.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[k % len(nodes)], soft=False))
+                    .remote(replicas, f"u{k % users}") for k in range(agents)]
+            ray.get([a.warm.remote() for a in pool])
+            t = time.perf_counter()
+            lat = np.concatenate(ray.get([a.run.remote(searches) for a in pool]))
+            el = time.perf_counter() - t
+            key = f"{replicas}_replica" + ("s" if replicas > 1 else "")
+            out[f"searches_per_s_{key}"] = round(len(lat) / el, 1)
+            out[f"p50_ms_{key}"] = round(float(np.percentile(lat, 50)) * 1000, 1)
+            out[f"p95_ms_{key}"] = round(float(np.percentile(lat, 95)) * 1000, 1)
+            print(f"read phase, {replicas} replica(s): {out[f'searches_per_s_{key}']:,} searches/s, "
+                  f"p50 {out[f'p50_ms_{key}']} ms, p95 {out[f'p95_ms_{key}']} ms", flush=True)
+            for a in pool:
+                ray.kill(a)
+        out["replicas_speedup"] = round(out["searches_per_s_2_replicas"] / out["searches_per_s_1_replica"], 2)
+        def du(d: str) -> int:
+            return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
+
+        out["replica_disk_bytes"] = du(os.path.join(path, "replicas", "1"))  # what one more replica costs
+        out["log_disk_bytes"] = du(os.path.join(path, "log"))
+        out["read_agents"] = agents
+        out["read_messages"] = messages
+        shutdown_store(path)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    return out
+
+
 def main() -> None:
     """Run the three variants in one process and print the JSON line."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer agents and messages")
+    ap.add_argument("--reads-only", action="store_true", help="only the read phase (replicas)")
     args = ap.parse_args()
     agents, messages = (4, 100) if args.quick else (8, 250)
+    read_messages, searches = (2_000, 10) if args.quick else (20_000, 40)
     import ray
 
     from eidetica._fleet import shutdown_store
 
-    ray.init(num_cpus=2, include_dashboard=False, namespace="eidetica", log_to_driver=False)
     root = tempfile.mkdtemp(prefix="eidetica-fleet-")
+    if args.reads_only:
+        try:
+            print(json.dumps(read_phase(root, 16, read_messages, searches)))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        return
+    os.environ.pop("RAY_ADDRESS", None)
+    ray.init(num_cpus=2, include_dashboard=False, namespace="eidetica", log_to_driver=False)
     try:
         batched = workload(os.path.join(root, "batched"), "ray", agents, messages, buffer=50)
         shutdown_store(os.path.join(root, "batched"))
@@ -76,6 +164,9 @@ def main() -> None:
         print(f"local runtime: {local:,.0f} msgs/s", flush=True)
     finally:
         ray.shutdown()
+    try:
+        reads = read_phase(root, 16, read_messages, searches)
+    finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({
         "ray_batched_events_per_s": round(batched, 1),
@@ -84,6 +175,7 @@ def main() -> None:
         "batched_vs_naive": round(batched / naive, 1),
         "agents": agents,
         "messages_per_agent": messages,
+        **reads,
     }))
 
 

@@ -72,6 +72,14 @@ def runtime(request) -> str:
     return request.param
 
 
+def ray_options(runtime: str) -> dict:
+    """EIDETICA_TEST_VIEWS_REPLICAS=N runs the Ray side of the suite on N view replicas."""
+    import os
+
+    n = os.environ.get("EIDETICA_TEST_VIEWS_REPLICAS")
+    return {"views_replicas": int(n)} if runtime == "ray" and n else {}
+
+
 @pytest.fixture
 def mem(tmp_path, clock, runtime, request):
     if runtime == "remote":
@@ -87,7 +95,7 @@ def mem(tmp_path, clock, runtime, request):
         yield m
         m.close()
         return
-    m = eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock, runtime=runtime)
+    m = eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock, runtime=runtime, **ray_options(runtime))
     yield m
     m.close()
     if runtime == "ray":
@@ -136,7 +144,7 @@ def reopen(m, **kw):
 
         shutdown_store(path)
         wait_for_lock_release(path / "log" / "LOCK")  # the killed log actor's process lets go of it
-        return eidetica.open(path, embedder=HashEmbedder(dim=64), clock=clock, runtime="ray", **kw)
+        return eidetica.open(path, embedder=HashEmbedder(dim=64), clock=clock, runtime="ray", **ray_options("ray"), **kw)
     return eidetica.open(path, embedder=emb, clock=clock, **kw)
 
 

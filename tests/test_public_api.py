@@ -36,6 +36,7 @@ def test_exported_names_are_pinned() -> None:
             "ProviderError",
             "StorageError",
             "Unauthorized",
+            "ReplicaBehind",
         ]
     )
     for name in eidetica.__all__:
@@ -93,6 +94,7 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         errors.ProviderError("down"),
         errors.StorageError(28, "No space left on device", "/x/log"),
         errors.Unauthorized("revoked"),
+        errors.ReplicaBehind("views:1", {0: 9}, {0: 3}, 0.5),
     ]
     for e in cases:
         back = pickle.loads(pickle.dumps(e))

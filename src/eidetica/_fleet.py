@@ -37,7 +37,7 @@ from .actors.runtime import make_actor
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
-__all__ = ["RayRuntime", "RemoteLog", "RemoteEmbedder", "FleetParts", "open_ray", "shutdown_store", "ACTOR_OPTIONS"]
+__all__ = ["RayRuntime", "RemoteLog", "RemoteEmbedder", "ReplicatedViews", "FleetParts", "open_ray", "shutdown_store", "ACTOR_OPTIONS"]
 
 ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0}
 
@@ -82,6 +82,10 @@ class LogActor:
     def partitions(self) -> int:
         """The log's partition count."""
         return self.log.partitions
+
+    def heads(self) -> list[int]:
+        """Every partition's next offset, in one call."""
+        return [self.log.head(p) for p in range(self.log.partitions)]
 
     def pid(self) -> int:
         """The process id (for fault-injection tests)."""
@@ -284,23 +288,65 @@ class _Target:
 
 @ray.remote(max_concurrency=8)
 class ViewsActor:
-    """The projections of a store: state folds, chunk index, projector (LanceDB lives here)."""
+    """The projections of a store: state folds, chunk index, projector (LanceDB lives here).
 
-    def __init__(self, path: str, log: Any, embedder: Any) -> None:
+    One per store, or one per replica (each with its own directory, checkpoint and counters).
+    """
+
+    def __init__(self, path: str, log: Any, embedder: Any, name: str = "views") -> None:
         from .projections import LocalViews  # lazily: LanceDB is imported inside this worker only
 
+        self.name = name
         self.views = LocalViews(Path(path), RemoteLog(log), RemoteEmbedder(embedder))
         self._lock = threading.Lock()
+        self.served = 0  # searches answered (the tests check which replica served an agent)
 
     def call(self, target: str, method: str, *args: Any, **kw: Any) -> Any:
         """Call a method of state, index or projector."""
         with self._lock:
             return getattr(getattr(self.views, target), method)(*args, **kw)
 
+    def read(self, floor: dict[int, int], timeout: float, target: str, method: str, *args: Any, **kw: Any) -> Any:
+        """Call a method once this replica applied every partition's offset in ``floor`` (bounded wait)."""
+        from .errors import ReplicaBehind
+
+        with self._lock:
+            proj = self.views.projector
+            if floor and timeout > 0 and not all(proj.applied(p) > o for p, o in floor.items()):
+                applied = proj.catch_up()  # this replica folds the log itself, up to the head
+                if applied:
+                    # as the embedded mode does: a bulk load gets its ANN / scalar indexes before answering
+                    proj.maintain(force=applied >= 5_000)
+            if floor and not proj.wait_for(floor, timeout=timeout):
+                applied = {p: proj.applied(p) for p in floor}
+                raise ReplicaBehind(self.name, dict(floor), applied, timeout)
+            if target == "index" and method == "search":
+                self.served += 1
+            return getattr(getattr(self.views, target), method)(*args, **kw)
+
+    def status(self) -> dict[str, Any]:
+        """This replica's node, applied offsets (next offset per partition), lag behind the head and counters."""
+        proj = self.views.projector
+        parts = range(self.views.log.partitions)
+        applied = {p: proj.applied(p) for p in parts}
+        heads = {p: self.views.log.head(p) for p in parts}
+        return {
+            "replica": self.name, "node": ray.get_runtime_context().get_node_id(), "path": str(self.views.index_dir),
+            "applied": applied, "lag": sum(max(0, heads[p] - applied[p]) for p in parts), "served": self.served,
+        }
+
+    def node(self) -> str:
+        """The Ray node this replica runs on."""
+        return ray.get_runtime_context().get_node_id()
+
     def fresh(self, embedder: Any) -> None:
         """Rebuild the views from the log into a fresh directory and swap them in."""
         with self._lock:
             self.views.fresh(RemoteEmbedder(embedder))
+
+    def pid(self) -> int:
+        """The process id (for fault-injection tests)."""
+        return os.getpid()
 
 
 class RemoteViews:
@@ -320,6 +366,118 @@ class RemoteViews:
 
     def close(self) -> None:
         """The actor stays up for other clients."""
+
+
+_GONE = (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnavailableError)
+
+
+class _ReplicaTarget:
+    """Method calls on one attribute of the serving replica, each carrying the handle's read floor."""
+
+    def __init__(self, views: "ReplicatedViews", target: str) -> None:
+        self.views = views
+        self.target = target
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if self.target == "projector" and name == "catch_up":
+            return self.views.sync
+        if self.target == "projector" and name == "lag":
+            return lambda: {"max_replica_lag": max((r["lag"] for r in self.views.status()), default=0)}
+
+        def call(*args: Any, **kw: Any) -> Any:
+            kw.pop("progress", None)
+            args = tuple(a for a in args if not callable(a))  # callbacks cannot cross processes
+            return self.views.read(self.target, name, *args, **kw)
+
+        return call
+
+
+class ReplicatedViews:
+    """Views served by N replicas: reads go to a replica on this process's node when there is one.
+
+    Read-your-writes: before a read, the handle takes the log's heads as its floor (every write
+    it made was acknowledged, so is below them); the serving replica applies the log up to the
+    floor itself, or raises ``ReplicaBehind`` after ``timeout`` seconds rather than answer stale.
+    A replica that dies is restarted by Ray (``max_restarts``) and refolds from its own
+    checkpoint; meanwhile reads go to another replica.
+    """
+
+    def __init__(self, log: RemoteLog, handles: list[Any], names: list[str], embedder_handle: Any, timeout: float) -> None:
+        self.log = log
+        self.handles = handles
+        self.names = names
+        self.embedder_handle = embedder_handle
+        self.timeout = timeout
+        self.floor: dict[int, int] = {}
+        nodes = [_get(h.node.remote()) for h in handles]
+        here = ray.get_runtime_context().get_node_id()
+        local = [i for i, n in enumerate(nodes) if n == here]
+        # one replica on this node when there is one (spread by process id when several), else any
+        self.order = ([local[os.getpid() % len(local)]] if local else []) + [i for i in range(len(handles)) if i not in local[:1]]
+        self.state = _ReplicaTarget(self, "state")
+        self.index = _ReplicaTarget(self, "index")
+        self.projector = _ReplicaTarget(self, "projector")
+
+    def sync(self) -> int:
+        """Raise this handle's read floor to the log's current heads (the serving replica applies up to it)."""
+        heads = _get(self.log.handle.heads.remote())
+        self.floor = {p: h - 1 for p, h in enumerate(heads) if h > 0}
+        return 0
+
+    def read(self, target: str, method: str, *args: Any, **kw: Any) -> Any:
+        """Call the serving replica; on a dead one, the next replica (Ray restarts the dead one)."""
+        last: BaseException | None = None
+        for attempt in range(3):
+            for i in self.order:
+                try:
+                    return _get(self.handles[i].read.remote(self.floor, self.timeout, target, method, *args, **kw))
+                except _GONE as e:
+                    last = e
+            time.sleep(0.2 * (attempt + 1))  # every replica down at once: give Ray a moment to restart them
+        raise last  # type: ignore[misc]
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per replica: node, applied offsets, lag behind the log head, searches served."""
+        out = []
+        for h, name in zip(self.handles, self.names):
+            try:
+                out.append(_get(h.status.remote()))
+            except _GONE:
+                out.append({"replica": name, "node": None, "applied": {}, "lag": None, "served": None, "down": True})
+        return out
+
+    def fresh(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> None:
+        """Rebuild every replica from the log (each into its own directory)."""
+        handle = embedder.handle if isinstance(embedder, RemoteEmbedder) else EmbedderActor.remote(embedder)
+        _get([h.fresh.remote(handle) for h in self.handles])
+
+    def close(self) -> None:
+        """The replicas stay up for other clients."""
+
+
+def _replica_count(replicas: int | str) -> int:
+    """How many view replicas: N, or one per alive node for ``"node"``."""
+    if replicas == "node":
+        return max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
+    return int(replicas)
+
+
+def _start_replicas(root: Path, key: str, log_h: Any, emb_h: Any, count: int) -> tuple[list[Any], list[str]]:
+    """Replica i lives in its own directory (replica 0 in the store's, as a single views actor does),
+    pinned to node i mod alive nodes at the time it is first created."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+    handles, names = [], []
+    for i in range(count):
+        name = f"eidetica:{key}:views" if i == 0 else f"eidetica:{key}:views:{i}"
+        path = root if i == 0 else root / "replicas" / str(i)
+        # hard affinity: a soft one was seen spilling a replica onto a busy head node under load
+        strategy = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False) if nodes else "SPREAD"
+        handles.append(ViewsActor.options(name=name, get_if_exists=True, scheduling_strategy=strategy, **ACTOR_OPTIONS)
+                       .remote(str(path), log_h, emb_h, name.split(":", 2)[2]))
+        names.append(name)
+    return handles, names
 
 
 # -- the runtime --------------------------------------------------------------------------
@@ -433,7 +591,7 @@ class FleetParts:
     llm: LLM
     config: MemoryConfig
     runtime: RayRuntime
-    views: RemoteViews
+    views: "RemoteViews | ReplicatedViews"
 
 
 def open_ray(
@@ -446,8 +604,24 @@ def open_ray(
     address: str | None = None,
     fsync: str = "always",
     idle_seconds: float = 300.0,
+    views_replicas: int | str | None = None,
+    replica_timeout: float = 30.0,
 ) -> FleetParts:
-    """Start (or join) a store's actors on a Ray cluster (``address="auto"`` joins a running one)."""
+    """Start (or join) a store's actors on a Ray cluster (``address="auto"`` joins a running one).
+
+    ``views_replicas``: N view replicas (or ``"node"``: one per alive node), each folding the log
+    into its own directory; reads wait at most ``replica_timeout`` seconds for their replica.
+    """
+    if views_replicas is not None and views_replicas != "node" and (
+        isinstance(views_replicas, bool) or not isinstance(views_replicas, int) or views_replicas < 1
+    ):  # checked before any actor starts: bad input changes nothing
+        from .errors import InvalidInput
+
+        raise InvalidInput("views_replicas", "must be an int >= 1 or 'node' (one per node)", views_replicas)
+    if isinstance(replica_timeout, bool) or not isinstance(replica_timeout, (int, float)) or replica_timeout < 0:
+        from .errors import InvalidInput
+
+        raise InvalidInput("replica_timeout", "must be a number of seconds >= 0", replica_timeout)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if not ray.is_initialized():
         ray.init(address=address, namespace="eidetica", include_dashboard=False, log_to_driver=False)
@@ -456,11 +630,17 @@ def open_ray(
     key = store_key(root)
     log_h = LogActor.options(name=f"eidetica:{key}:log", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root / "log"), fsync)
     emb_h = EmbedderActor.options(name=f"eidetica:{key}:embedder", get_if_exists=True, **ACTOR_OPTIONS).remote(embedder)
-    views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root), log_h, emb_h)
+    if views_replicas is not None:
+        count = _replica_count(views_replicas)
+        handles, names = _start_replicas(root, key, log_h, emb_h, count)
+        views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout))
+    else:
+        views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root), log_h, emb_h)
+        views = RemoteViews(views_h, emb_h)
     config = config or MemoryConfig()
     llm = llm or OfflineLLM()
     runtime = RayRuntime(key, log_h, emb_h, llm, config, idle_seconds, clock)
-    return FleetParts(root, RemoteLog(log_h), RemoteEmbedder(emb_h), llm, config, runtime, RemoteViews(views_h, emb_h))
+    return FleetParts(root, RemoteLog(log_h), RemoteEmbedder(emb_h), llm, config, runtime, views)
 
 
 def shutdown_store(path: str | os.PathLike[str]) -> None:

@@ -30,6 +30,7 @@ STATUS: dict[type[BaseException], int] = {
     errors.CorruptLog: 500,
     errors.UnknownEventType: 500,
     errors.StorageError: 507,  # Insufficient Storage: the disk refused the write
+    errors.ReplicaBehind: 503,  # Service Unavailable: the serving view replica is behind; retry
 }
 
 

@@ -15,7 +15,8 @@ caller catches either the root or one precise leaf::
     ├── NotFound               the id names nothing (in this tenant)
     ├── Unauthorized           a server request without a valid API key (missing, unknown, revoked)
     ├── ProviderError          an embedding or LLM provider failed after retries
-    └── StorageError           the disk refused a write (full, read-only, I/O error); carries errno and path
+    ├── StorageError           the disk refused a write (full, read-only, I/O error); carries errno and path
+    └── ReplicaBehind          a view replica did not reach a read's offset in time (no stale answer)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "ProviderError",
     "StorageError",
     "Unauthorized",
+    "ReplicaBehind",
 ]
 
 
@@ -187,3 +189,18 @@ class Unauthorized(EideticaError):
 
 def _version_name(v: int) -> str:
     return {-1: "NO_STREAM", -2: "ANY", -4: "STREAM_EXISTS"}.get(v, str(v))
+
+
+class ReplicaBehind(EideticaError):
+    """A view replica did not apply the log up to a read's ``min_offsets`` within ``timeout`` seconds."""
+
+    def __init__(self, replica: str, wanted: dict[int, int], applied: dict[int, int], timeout: float) -> None:
+        self._init_args = (replica, wanted, applied, timeout)
+        self.replica = replica
+        self.wanted = wanted
+        self.applied = applied
+        self.timeout = timeout
+        super().__init__(
+            f"view replica {replica} applied {applied} but the read needs {wanted} (next offset per partition) "
+            f"after {timeout:g}s; retry, or raise replica_timeout"
+        )

@@ -607,7 +607,7 @@ class Memory:
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: events, streams, log bytes, index rows, projection lag."""
         self._sync()
-        return {
+        out = {
             "tenant": self.tenant,
             "events": sum(self.log.head(p) for p in range(self.log.partitions)),
             "streams": len(self.log.streams()),  # type: ignore[attr-defined]
@@ -624,6 +624,9 @@ class Memory:
             "facts": {**self.state.fact_counts(self.tenant, self.config.max_memories),
                       "max_memories": self.config.max_memories},
         }
+        if hasattr(self.views, "status"):  # view replicas (Ray): applied offsets and lag of each
+            out["replicas"] = self.views.status()
+        return out
 
     def _snapshot_stats(self) -> dict[str, Any]:
         """The state snapshot's age and the tail a start would replay after it."""

@@ -1,0 +1,172 @@
+"""View replicas on a real Ray cluster (head + worker node, one CPU each): placement, read-your-writes, failover."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray]
+
+ray = pytest.importorskip("ray")
+
+import eidetica  # noqa: E402
+from eidetica._fleet import shutdown_store  # noqa: E402
+from eidetica.actors import MemoryConfig  # noqa: E402
+from eidetica.providers import HashEmbedder  # noqa: E402
+
+
+def open_store(path, **kw):
+    """A store with two view replicas and a cheap deterministic embedder."""
+    kw.setdefault("views_replicas", 2)
+    return eidetica.open(path, runtime="ray", embedder=HashEmbedder(dim=64), config=MemoryConfig(auto_extract=False), **kw)
+
+
+@ray.remote(num_cpus=0)
+def agent(path: str, work: str, arg: str, **kw):
+    """An agent in a Ray worker process: opens the store, does one thing, reports its node and result."""
+    m = open_store(path, **kw)
+    try:
+        if work == "search":
+            out = [(h.id, round(h.score, 6)) for h in m.search(arg, user="u", min_score=0.0)]
+        elif work == "remember_and_recall":
+            m.remember(arg, user="u")
+            out = [h.text for h in m.recall(arg, user="u")]
+        else:
+            m.remember(arg, user="u")
+            out = None
+        return ray.get_runtime_context().get_node_id(), out
+    finally:
+        m.close()
+
+
+def on(node_id: str, **opts):
+    """Options that pin a task to a node."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return dict(scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False), **opts)
+
+
+@pytest.fixture(scope="module")
+def nodes(ray_session):
+    """(head node id, worker node id)."""
+    c, worker = ray_session
+    alive = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    head = ray.get_runtime_context().get_node_id()
+    others = [n for n in alive if n != head]
+    assert others, "the session cluster has a worker node"
+    wid = getattr(worker, "node_id", None)
+    return head, wid if wid in others else others[0]
+
+
+@pytest.fixture()
+def store(tmp_path, nodes):
+    path = tmp_path / "store"
+    m = open_store(path)
+    s = m.session("c", user="u", buffer=20)
+    for i in range(40):
+        s.append("user" if i % 2 == 0 else "assistant", f"message {i} about topic {i % 5} and hiking trip {i}")
+    s.flush()
+    yield path, m
+    m.close()
+    shutdown_store(path)
+
+
+def served(m) -> dict[str, int]:
+    return {r["node"]: r["served"] for r in m.views.status()}
+
+
+def test_each_node_reads_from_its_own_replica_with_identical_results(store, nodes) -> None:
+    path, m = store
+    head, worker = nodes
+    status = m.stats()["replicas"]
+    assert sorted(r["node"] for r in status) == sorted([head, worker])  # one replica per node
+    assert len({r["path"] for r in status}) == 2  # each in its own directory
+    before = served(m)
+    node, from_worker = ray.get(agent.options(**on(worker)).remote(str(path), "search", "hiking topic 3"))
+    assert node == worker
+    after_worker = served(m)
+    assert after_worker[worker] == before[worker] + 1 and after_worker[head] == before[head]
+    node, from_head = ray.get(agent.options(**on(head)).remote(str(path), "search", "hiking topic 3"))
+    assert node == head
+    after_head = served(m)
+    assert after_head[head] == after_worker[head] + 1 and after_head[worker] == after_worker[worker]
+    # two independent folds of one log answer identically, and as the store's single views actor does
+    assert from_worker and from_worker == from_head
+    single = eidetica.open(path, runtime="ray", embedder=HashEmbedder(dim=64))  # replica 0 is the single-views layout
+    assert [(h.id, round(h.score, 6)) for h in single.search("hiking topic 3", user="u", min_score=0.0)] == from_head
+
+
+def test_read_your_writes_across_nodes_and_a_late_replica_raises(store, nodes) -> None:
+    path, m = store
+    head, worker = nodes
+    strict = open_store(path, replica_timeout=0.0)  # a handle that never waits for its replica
+    m.search("hiking", user="u")  # the head replica catches up (a waiting handle)
+    strict.search("hiking", user="u")  # and answers the strict handle: it is at the head of the log
+    # a write on the worker node (through its own replica's node), then a read at once on the head node
+    node, texts = ray.get(agent.options(**on(worker)).remote(str(path), "remember_and_recall", "my kayak is green"))
+    assert node == worker and texts and texts[0] == "my kayak is green"  # the writer reads its own write
+    with pytest.raises(eidetica.ReplicaBehind) as e:  # the head replica has not applied it: no stale answer
+        strict.recall("my kayak is green", user="u")
+    assert e.value.wanted and e.value.timeout == 0.0
+    assert [h.text for h in m.recall("my kayak is green", user="u")][:1] == ["my kayak is green"]  # waits, then answers
+    rows = {r["node"]: r for r in m.stats()["replicas"]}
+    assert head in rows, (head, m.stats()["replicas"])
+    assert rows[head]["lag"] == 0 and set(rows[head]["applied"]) == set(range(m.log.partitions))
+    strict.close()
+
+
+def test_killing_a_replica_mid_load_loses_no_query(store, nodes) -> None:
+    path, m = store
+    head, _ = nodes
+    expected = [h.id for h in m.search("hiking topic 2", user="u")]
+    assert expected
+    errors: list[BaseException] = []
+    answers: list[list[str]] = []
+    stop = threading.Event()
+    started = threading.Barrier(3)
+    warm = threading.Event()
+
+    def load() -> None:
+        mine = open_store(path)
+        started.wait()
+        try:
+            while not stop.is_set() or len(answers) < 40:
+                answers.append([h.id for h in mine.search("hiking topic 2", user="u")])
+                if len(answers) >= 5:
+                    warm.set()
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+        finally:
+            mine.close()
+
+    ts = [threading.Thread(target=load) for _ in range(2)]
+    for t in ts:
+        t.start()
+    started.wait()
+    victim = next(h for h, r in zip(m.views.handles, m.views.status()) if r["node"] == head)
+    pid = ray.get(victim.pid.remote())
+    warm.wait()  # the load is running
+    ray.kill(victim, no_restart=False)  # Ray restarts it; it refolds from its own checkpoint
+    m.remember("written while a replica was down", user="u")
+    stop.set()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+    assert len(answers) >= 40 and all(a == expected for a in answers)
+    assert ray.get(victim.pid.remote()) != pid  # recreated
+    hits = m.recall("written while a replica was down", user="u")  # the head handle reads through the new one
+    assert hits and hits[0].text == "written while a replica was down"
+    rows = {r["node"]: r for r in m.stats()["replicas"]}
+    assert rows[head]["lag"] == 0
+
+
+def test_bad_replica_options_are_refused(ray_session, tmp_path) -> None:
+    for bad in (0, -1, "all", 1.5, True):
+        with pytest.raises(eidetica.InvalidInput) as e:
+            open_store(tmp_path / "s", views_replicas=bad)
+        assert e.value.field == "views_replicas"
+    with pytest.raises(eidetica.InvalidInput) as e:
+        open_store(tmp_path / "s", replica_timeout=-1)
+    assert e.value.field == "replica_timeout"
+    shutdown_store(tmp_path / "s")
