@@ -157,6 +157,13 @@ class RemoteMemory:
         body = {"content": content, "category": category, "request_id": request_id or uuid.uuid4().hex}
         return self._call("POST", f"/v1/users/{_q(user)}/memories", json=body)["id"]
 
+    def remember_many(self, items: Sequence[Any], *, user: str, request_id: str | None = None) -> list[str]:
+        """Store many facts about a user in one call; returns their ids (retried safely: one request id per call)."""
+        if isinstance(items, (list, tuple)):
+            items = [list(x) if isinstance(x, tuple) else x for x in items]  # pairs travel as JSON arrays
+        body = {"items": items, "request_id": request_id or uuid.uuid4().hex}
+        return self._call("POST", f"/v1/users/{_q(user)}/memories/batch", json=body)["ids"]
+
     def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None, mmr: float | None = None,
                recency_half_life: dt.timedelta | None = None, now: dt.datetime | None = None,
                confidence_weight: float = 0.0) -> list[Hit]:

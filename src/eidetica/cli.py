@@ -362,10 +362,11 @@ def serve(
 
 @app.command()
 def mcp(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
-    """Serve the store as MCP tools over stdio (for desktop and coding agents)."""
+    """Serve the store as MCP tools over stdio (for desktop and coding agents; creates the store when there is none)."""
     from ._server import serve_mcp_stdio
 
-    with _open(path, tenant, model) as m:
+    # like `serve`, a memory server starts on an empty path: its clients fill the store
+    with _open(path, tenant, model, create=True) as m:
         serve_mcp_stdio(m)
 
 

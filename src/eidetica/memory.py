@@ -304,7 +304,7 @@ class Memory:
             f"pending:{rid}",
         )
 
-    def remember_many(self, items: Sequence[Any], *, user: str) -> list[str]:
+    def remember_many(self, items: Sequence[Any], *, user: str, request_id: str | None = None) -> list[str]:
         """Store many facts about a user with one embedding batch and one log commit; returns their ids.
 
         ``items``: strings, ``(content, category)`` pairs or ``{"content", "category"}`` dicts,
@@ -312,7 +312,7 @@ class Memory:
         the weakest facts are pruned in the same commit).
         """
         check_id("user", user)
-        return self.runtime.curator(self.tenant, user).remember_many(items, request_id=uuid.uuid4().hex)
+        return self.runtime.curator(self.tenant, user).remember_many(items, request_id=request_id or uuid.uuid4().hex)
 
     def recall(
         self,

@@ -84,6 +84,13 @@ class RememberIn(_Body):
     request_id: Optional[str] = None
 
 
+class RememberManyIn(_Body):
+    """Many facts in one embedding batch and one commit; ``request_id`` makes a retry return the first ids."""
+
+    items: Any = None
+    request_id: Optional[str] = None
+
+
 class RecallIn(_Body):
     """A recall query and its re-ranking options (``recency_half_life`` in seconds)."""
 
@@ -353,6 +360,11 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         """Store a fact (a restatement reinforces the existing one and returns its id)."""
         return _json({"id": m.remember(body.content, body.category, user=user, request_id=body.request_id)}, 201)
 
+    @app.post(U + "/memories/batch", tags=["memories"], status_code=201)
+    def remember_many(user: str, body: RememberManyIn, m: Memory = M) -> Response:
+        """Store many facts at once (strings, [content, category] pairs or {content, category} objects)."""
+        return _json({"ids": m.remember_many(body.items, user=user, request_id=body.request_id)}, 201)
+
     @app.get(U + "/memories", tags=["memories"])
     def list_memories(user: str, category: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
         """The user's active facts, strongest first."""
@@ -427,8 +439,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
         """Schedules whose name or payload contains ``query`` (all when empty)."""
         if not query:
-            items = [s for s in m.schedules._items.values() if user is None or s.user_id == user]
-            return _json(items[:limit])
+            return _json(m.schedules.list_all(user=user, limit=limit))
         return _json(m.schedules.search(query, user=user, limit=limit))
 
     @app.get("/v1/schedules/count", tags=["schedules"])

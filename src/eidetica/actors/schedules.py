@@ -305,6 +305,11 @@ class Schedules:
         items = [s for s in self._all(user) if q in s.name.lower() or q in json.dumps(s.payload, default=str).lower()]
         return [self._trim(s) for s in sorted(items, key=lambda s: (s.created, s.schedule_id))[:limit]]
 
+    def list_all(self, *, user: str | None = None, limit: int = 20) -> list[ScheduleInfo]:
+        """Every schedule (of a user, or the tenant), oldest first."""
+        items = sorted(self._all(user), key=lambda s: (s.created, s.schedule_id))
+        return [self._trim(s) for s in items[:limit]]
+
     def count(self, *, user: str | None = None) -> int:
         """How many schedules (of a user, or the tenant)."""
         return len(self._all(user))
