@@ -30,13 +30,8 @@ import eidetica
 from eidetica.integrations.langgraph import EideticaStore
 from eidetica.providers import Embedder, LocalEmbedder, default_embedder
 
-SUBJECTS = ["coffee", "jazz", "hiking", "Python", "Rust", "sushi", "Berlin", "Lisbon", "cats", "chess", "yoga",
-            "the piano", "gardening", "cycling", "sci-fi novels", "tea", "running", "photography", "Kyoto", "pasta"]
-VERBS = ["likes", "dislikes", "is learning", "often talks about", "wants to try", "recently started", "is allergic to",
-         "grew up with", "plans a trip about", "reads about"]
-QUERIES = ["what food does the user like", "which city does the user live in", "hobbies and sports",
-           "programming languages", "travel plans", "allergies", "music taste", "pets", "what to cook tonight",
-           "books to recommend"]
+from bench_memory import QUERIES, SUBJECTS, VERBS  # one corpus vocabulary for the memory benchmarks
+
 NS = ("memories", "user-1")
 
 

@@ -43,6 +43,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from eidetica.events import ArrowLog, ChunksEmbedded, NewEvent  # noqa: E402
 from eidetica.projections import ChunkIndex, Projector  # noqa: E402
+from eidetica.projections._maintenance import du  # noqa: E402
 
 DIM = 384
 TENANT = "bench"
@@ -283,18 +284,6 @@ class SqliteBaseline:
         rows = dict(self.con.execute(
             f"SELECT id, key FROM chunks WHERE id IN ({','.join('?' * len(top))})", top).fetchall()) if top else {}
         return [rows[k] for k in top]
-
-
-def du(path: str) -> int:
-    """Bytes under a directory."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.path.getsize(os.path.join(root, f))
-            except OSError:
-                pass
-    return total
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from eidetica.actors import MemoryConfig
 from eidetica.errors import InvalidInput
 from eidetica.providers import HashEmbedder, OpenAILLM
 
+from ._tmpfs import mounted_tmpfs
 from .openai_server import FakeOpenAI
 
 T0 = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.timezone.utc)
@@ -236,18 +237,7 @@ def test_update_note_keeps_the_id_and_replaces_the_text_everywhere(mem) -> None:
 @pytest.fixture
 def small_disk(tmp_path):
     """A 32 MiB tmpfs (needs root), unmounted afterwards."""
-    import os
-    import subprocess
-
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("full-disk test needs root to mount a tmpfs")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
+    yield from mounted_tmpfs(tmp_path / "small", "32m")
 
 
 def _fill(disk) -> "object":

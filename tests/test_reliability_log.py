@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import uuid
 import zlib
 
@@ -15,21 +14,14 @@ from hypothesis import strategies as st
 from eidetica.errors import CorruptLog, InvalidInput, WrongExpectedVersion
 from eidetica.events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, NewEvent
 
+from ._tmpfs import mounted_tmpfs
 from .contracts.log import all_events
 
 
 @pytest.fixture
 def tiny_disk(tmp_path):
     """A 2 MiB tmpfs mounted for the test (needs root), unmounted afterwards."""
-    mnt = tmp_path / "tiny"
-    mnt.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("full-disk test needs root to mount a tmpfs")
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)], capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    yield mnt
-    subprocess.run(["umount", "-l", str(mnt)], check=False)
+    yield from mounted_tmpfs(tmp_path / "tiny", "2m")
 
 
 def test_full_disk_fails_cleanly_and_recovers(tiny_disk) -> None:
