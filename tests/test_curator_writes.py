@@ -71,7 +71,7 @@ def test_remember_is_one_commit_even_when_the_cap_prunes(mem) -> None:
     assert commits(mem) == 8  # no separate commit for the max_memories pruning
     assert len(mem.list_memories(user="u")) == 5
     cur = mem.runtime.curator("default", "u")
-    assert len(cur._vectors.slot) == 5 and len(cur._vectors.ids) <= 6  # pruned rows are reused
+    assert len(cur._vectors.slot) == 5 and len(cur._vectors.keys) <= 6  # pruned rows are reused
 
 
 def test_remember_many_one_commit_in_order_and_reinforcing(mem) -> None:

@@ -30,6 +30,7 @@ from ..events import (
 from ..events.streams import facts_stream
 from ..events.types import Event
 from ..providers import LLM, Embedder
+from ..projections._vectors import VectorSlots
 from ..providers._base import Coalescer
 from ._config import MemoryConfig
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
@@ -79,52 +80,28 @@ class _FactState:
     sources: list[dict[str, Any]] = field(default_factory=list)
 
 
-class _VectorSet:
-    """Active facts' vectors in one preallocated matrix: add, remove and nearest in O(1) / one matmul.
-
-    Rows of removed facts are zeroed and reused, capacity doubles when full, so no write
-    rebuilds the matrix (``np.stack`` of every fact per add made adds slow down as facts grew).
-    """
+class _VectorSet(VectorSlots):
+    """Active facts' vectors (unit rows): add, remove and nearest in O(1) / one matmul."""
 
     def __init__(self, dim: int) -> None:
-        self.mat = np.zeros((64, dim), np.float32)
-        self.ids: list[str | None] = []
-        self.slot: dict[str, int] = {}
-        self.free: list[int] = []
+        super().__init__(dim)
 
     def add(self, fact_id: str, vector: np.ndarray) -> None:
         """Insert or replace the vector of a fact."""
-        i = self.slot.get(fact_id)
-        if i is None:
-            if self.free:
-                i = self.free.pop()
-                self.ids[i] = fact_id
-            else:
-                i = len(self.ids)
-                if i == self.mat.shape[0]:
-                    grown = np.zeros((2 * i, self.mat.shape[1]), np.float32)
-                    grown[:i] = self.mat
-                    self.mat = grown
-                self.ids.append(fact_id)
-            self.slot[fact_id] = i
-        self.mat[i] = vector
+        self.put(fact_id, vector)
 
     def remove(self, fact_id: str) -> None:
-        """Drop a fact's vector (its row is zeroed: similarity 0 never passes a threshold)."""
-        i = self.slot.pop(fact_id, None)
-        if i is not None:
-            self.mat[i] = 0.0
-            self.ids[i] = None
-            self.free.append(i)
+        """Drop a fact's vector."""
+        self.drop(fact_id)
 
     def nearest(self, vector: np.ndarray) -> tuple[str | None, float]:
         """The fact id with the highest dot product to ``vector`` and that product."""
         if not self.slot:
             return None, 0.0
         with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
-            sims = self.mat[: len(self.ids)] @ vector
+            sims = self.mat[: self.used] @ vector
         i = int(np.argmax(sims))
-        return self.ids[i], float(sims[i])
+        return self.keys[i], float(sims[i])
 
 
 class FactCurator:

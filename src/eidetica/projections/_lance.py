@@ -19,6 +19,7 @@ import pyarrow as pa
 from .._blas import single_threaded_blas
 from ._base import engine_boundary
 from ._rows import Filters, Pred, Row, sql_str
+from ._vectors import VectorSlots
 
 __all__ = ["LanceChunks", "ANN_DEFAULTS"]
 
@@ -190,7 +191,7 @@ class StreamedAdd:
         self._thread.join()
 
 
-class _FactVectors:
+class _FactVectors(VectorSlots):
     """One user's fact rows (key, filter fields, unit vector) in a preallocated matrix.
 
     A user's facts are few (``max_memories``) and asked for often (``recall``): an exact
@@ -200,13 +201,9 @@ class _FactVectors:
     """
 
     def __init__(self, dim: int) -> None:
-        self.mat = np.zeros((64, dim), np.float32)  # unit rows: a dot product is the cosine
-        self.rows: list[Row | None] = []  # slim rows: the fields filters and deletes read
-        self.slot: dict[str, int] = {}
+        super().__init__(dim, extra={"live": bool, "ts": np.int64})  # mat: unit rows, a dot product is the cosine
+        self.rows: list[Row | None] = []  # slim rows, beside ``keys``: the fields filters and deletes read
         self.by_source: dict[str, set[str]] = {}
-        self.free: list[int] = []
-        self.live = np.zeros(64, bool)
-        self.ts = np.zeros(64, np.int64)
 
     def add(self, row: Row, vector: np.ndarray) -> None:
         """Insert or replace a row by key."""
@@ -214,28 +211,19 @@ class _FactVectors:
         row = Row(key=row.key, id=row.id, tenant=row.tenant, user_id=row.user_id, session_id=row.session_id,
                   kind=row.kind, source_id=row.source_id, text="", category=row.category, confidence=0.0, ts=row.ts,
                   etime=row.etime, metadata=b"")
-        if self.free:
-            i = self.free.pop()
-            self.rows[i] = row
-        else:
-            i = len(self.rows)
-            if i == self.mat.shape[0]:
-                for name in ("mat", "live", "ts"):
-                    old = getattr(self, name)
-                    grown = np.zeros((2 * i, *old.shape[1:]), old.dtype)
-                    grown[:i] = old
-                    setattr(self, name, grown)
-            self.rows.append(row)
         v = np.asarray(vector, np.float32)
-        self.mat[i] = v / (float(np.linalg.norm(v)) or 1.0)
-        self.live[i] = True
-        self.ts[i] = row.ts
-        self.slot[row.key] = i
+        i = self.put(row.key, v / (float(np.linalg.norm(v)) or 1.0))
+        if i == len(self.rows):
+            self.rows.append(row)
+        else:
+            self.rows[i] = row
+        self.extra["live"][i] = True
+        self.extra["ts"][i] = row.ts
         self.by_source.setdefault(row.source_id, set()).add(row.key)
 
     def remove(self, key: str) -> None:
         """Drop a row by key (no-op when absent)."""
-        i = self.slot.pop(key, None)
+        i = self.drop(key)
         if i is None:
             return
         row = self.rows[i]
@@ -245,9 +233,6 @@ class _FactVectors:
             if not keys:
                 del self.by_source[row.source_id]  # type: ignore[union-attr]
         self.rows[i] = None
-        self.mat[i] = 0.0
-        self.live[i] = False
-        self.free.append(i)
 
     def delete(self, p: Pred) -> None:
         """Remove the rows a delete predicate covers."""
@@ -269,11 +254,11 @@ class _FactVectors:
         q = q / (float(np.linalg.norm(q)) or 1.0)
         with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
             sims = self.mat[:n] @ q
-        ok = self.live[:n].copy()
+        ok = self.extra["live"][:n].copy()
         if f.since is not None:
-            ok &= self.ts[:n] >= f.since
+            ok &= self.extra["ts"][:n] >= f.since
         if f.until is not None:
-            ok &= self.ts[:n] < f.until
+            ok &= self.extra["ts"][:n] < f.until
         if f.category is not None:
             ok &= np.fromiter((r is not None and r.category == f.category for r in self.rows), bool, n)
         idx = np.flatnonzero(ok)
