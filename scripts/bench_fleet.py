@@ -55,6 +55,35 @@ def workload(path: str, runtime: str, agents: int, messages: int, buffer: int) -
     return agents * messages / el
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a live process used so far, from /proc (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_cpu_s(root: int) -> float:
+    """CPU seconds of every live process under ``root`` (the local cluster's raylets, GCS and workers)."""
+    parent: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                pass
+    tree, todo = set(), [root]
+    while todo:
+        p = todo.pop()
+        kids = [c for c, pp in parent.items() if pp == p and c not in tree]
+        tree.update(kids)
+        todo.extend(kids)
+    return sum(_cpu_s(p) for p in tree)
+
+
 def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str, float]:
     """Searches/s and latency of ``agents`` agents (half per node) with 1, then 2 view replicas of one store."""
     import numpy as np
@@ -62,7 +91,7 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
     from ray.cluster_utils import Cluster
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from eidetica._fleet import shutdown_store
+    from eidetica._fleet import shutdown_store, store_key
 
     os.environ.pop("RAY_ADDRESS", None)  # our own cluster, never another one running on the machine
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
@@ -83,6 +112,7 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
         m.close()
         print(f"read phase: {messages:,} messages written", flush=True)
         nodes = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+        key_of = store_key(path)
 
         @ray.remote(num_cpus=0)
         class Agent:
@@ -93,6 +123,9 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
 
             def warm(self) -> None:
                 self.m.search("hiking", user=self.user)  # its replica is built and caught up
+
+            def pid(self) -> int:
+                return os.getpid()
 
             def run(self, n: int) -> list[float]:
                 lat = []
@@ -106,10 +139,24 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
             pool = [Agent.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[k % len(nodes)], soft=False))
                     .remote(replicas, f"u{k % users}") for k in range(agents)]
             ray.get([a.warm.remote() for a in pool])
+            # CPU seconds per search of each part (load-independent, unlike searches/s on a busy machine)
+            named = {n.split(":", 2)[2]: ray.get_actor(n) for n in ray.util.list_named_actors()
+                     if n.startswith(f"eidetica:{key_of}:") and n.split(":", 2)[2] in ("log", "embedder", "views", "views:1")}
+            pids = {part: ray.get(h.pid.remote()) for part, h in named.items() if hasattr(h, "pid")}
+            pids.update({f"agent{k}": ray.get(a.pid.remote()) for k, a in enumerate(pool)})
+            cpu0 = {part: _cpu_s(p) for part, p in pids.items()}
+            tree0 = _tree_cpu_s(os.getpid())
             t = time.perf_counter()
             lat = np.concatenate(ray.get([a.run.remote(searches) for a in pool]))
             el = time.perf_counter() - t
+            used = {part: _cpu_s(p) - cpu0[part] for part, p in pids.items()}
             key = f"{replicas}_replica" + ("s" if replicas > 1 else "")
+            n = len(lat)
+            for part in ("views", "views:1", "log", "embedder"):
+                if part in used:
+                    out[f"cpu_ms_per_search_{part.replace(':', '')}_{key}"] = round(used[part] / n * 1000, 2)
+            out[f"cpu_ms_per_search_agents_{key}"] = round(sum(v for p, v in used.items() if p.startswith("agent")) / n * 1000, 2)
+            out[f"cpu_ms_per_search_cluster_{key}"] = round((_tree_cpu_s(os.getpid()) - tree0) / n * 1000, 2)
             out[f"searches_per_s_{key}"] = round(len(lat) / el, 1)
             out[f"p50_ms_{key}"] = round(float(np.percentile(lat, 50)) * 1000, 1)
             out[f"p95_ms_{key}"] = round(float(np.percentile(lat, 95)) * 1000, 1)

@@ -161,6 +161,10 @@ class EmbedderActor:
         """(model_id, dim, max_tokens)."""
         return self.embedder.model_id, self.embedder.dim, getattr(self.embedder, "max_tokens", 256)
 
+    def pid(self) -> int:
+        """The process id (for benchmarks' CPU accounting)."""
+        return os.getpid()
+
 
 class RemoteEmbedder(Embedder):
     """The embedder port, served by an EmbedderActor."""
@@ -286,43 +290,119 @@ class _Target:
         return call
 
 
+class _Heads:
+    """The log's heads as of a moment: concurrent reads share one fetch that started after they arrived.
+
+    A read's floor must cover every write acknowledged before the read began; any fetch that
+    starts later does, so a replica busy with many reads asks the log once per wave, not per read.
+    """
+
+    def __init__(self, fetch: Callable[[], list[int]]) -> None:
+        self._fetch = fetch
+        self._cv = threading.Condition(threading.Lock())
+        self._started = 0
+        self._finished = 0
+        self._busy = False
+        self._value: list[int] = []
+        self.fetches = 0
+
+    def since_now(self) -> list[int]:
+        """Every partition's next offset, read by a fetch that started after this call did."""
+        with self._cv:
+            need = self._started + 1  # one in flight started before we arrived: wait for the next
+            while self._finished < need:
+                if self._busy:
+                    self._cv.wait()
+                    continue
+                self._busy = True
+                self._started += 1
+                mine = self._started
+                self._cv.release()
+                value: list[int] | None = None
+                try:
+                    value = self._fetch()
+                finally:
+                    self._cv.acquire()
+                    if value is not None:
+                        self._value, self._finished = value, mine
+                        self.fetches += 1
+                    self._busy = False
+                    self._cv.notify_all()
+            return self._value
+
+
+def _node_embedder(embedder: Embedder | None, fleet: "RemoteEmbedder") -> Embedder:
+    """This process's own copy of the fleet's embedding model (one per node), or the fleet's actor if they differ."""
+    try:
+        local = embedder if embedder is not None else default_embedder()
+    except Exception:  # noqa: BLE001 - no local model here: the fleet's embedder actor still answers
+        return fleet
+    return local if (local.model_id, local.dim) == (fleet.model_id, fleet.dim) else fleet
+
+
 @ray.remote(max_concurrency=8)
 class ViewsActor:
     """The projections of a store: state folds, chunk index, projector (LanceDB lives here).
 
     One per store, or one per replica (each with its own directory, checkpoint and counters).
+    Each holds its own copy of the embedding model, so a search (query embedding included) is
+    one call answered on one node.
     """
 
-    def __init__(self, path: str, log: Any, embedder: Any, name: str = "views") -> None:
+    def __init__(self, path: str, log: Any, embedder: Any, name: str = "views", model: Embedder | None = None) -> None:
         from .projections import LocalViews  # lazily: LanceDB is imported inside this worker only
 
         self.name = name
-        self.views = LocalViews(Path(path), RemoteLog(log), RemoteEmbedder(embedder))
+        self.embedder = _node_embedder(model, RemoteEmbedder(embedder))
+        self.views = LocalViews(Path(path), RemoteLog(log), self.embedder)
+        self._heads = _Heads(lambda: _get(log.heads.remote()))
         self._lock = threading.Lock()
         self.served = 0  # searches answered (the tests check which replica served an agent)
 
-    def call(self, target: str, method: str, *args: Any, **kw: Any) -> Any:
-        """Call a method of state, index or projector."""
-        with self._lock:
-            return getattr(getattr(self.views, target), method)(*args, **kw)
+    def _target(self, target: str) -> Any:
+        return self.views if target == "views" else getattr(self.views, target)
 
-    def read(self, floor: dict[int, int], timeout: float, target: str, method: str, *args: Any, **kw: Any) -> Any:
-        """Call a method once this replica applied every partition's offset in ``floor`` (bounded wait)."""
+    def call(self, target: str, method: str, *args: Any, **kw: Any) -> Any:
+        """Call a method of state, index or projector (or of the views themselves: ``"views"``)."""
+        with self._lock:
+            return getattr(self._target(target), method)(*args, **kw)
+
+    def _floor(self, floor: dict[int, int] | None) -> dict[int, int]:
+        """The offsets a read must see: as given, or (None) the log's last offsets as of now."""
+        if floor is not None:
+            return floor
+        return {p: h - 1 for p, h in enumerate(self._heads.since_now()) if h > 0}
+
+    def _reach(self, floor: dict[int, int], timeout: float) -> None:
+        """Apply the log up to ``floor`` (under the lock), or raise ``ReplicaBehind`` after ``timeout``."""
         from .errors import ReplicaBehind
 
+        proj = self.views.projector
+        if floor and timeout > 0 and not all(proj.applied(p) > o for p, o in floor.items()):
+            applied = proj.catch_up()  # this replica folds the log itself, up to the head
+            if applied:
+                # as the embedded mode does: a bulk load gets its ANN / scalar indexes before answering
+                proj.maintain(force=applied >= 5_000)
+        if floor and not proj.wait_for(floor, timeout=timeout):
+            applied = {p: proj.applied(p) for p in floor}
+            raise ReplicaBehind(self.name, dict(floor), applied, timeout)
+
+    def read(self, floor: dict[int, int] | None, timeout: float, target: str, method: str, *args: Any, **kw: Any) -> Any:
+        """Call a method once this replica applied every partition's offset in ``floor`` (None: the log's heads now)."""
+        floor = self._floor(floor)  # before the lock: reads queued behind one another share a fetch
         with self._lock:
-            proj = self.views.projector
-            if floor and timeout > 0 and not all(proj.applied(p) > o for p, o in floor.items()):
-                applied = proj.catch_up()  # this replica folds the log itself, up to the head
-                if applied:
-                    # as the embedded mode does: a bulk load gets its ANN / scalar indexes before answering
-                    proj.maintain(force=applied >= 5_000)
-            if floor and not proj.wait_for(floor, timeout=timeout):
-                applied = {p: proj.applied(p) for p in floor}
-                raise ReplicaBehind(self.name, dict(floor), applied, timeout)
+            self._reach(floor, timeout)
             if target == "index" and method == "search":
                 self.served += 1
-            return getattr(getattr(self.views, target), method)(*args, **kw)
+            return getattr(self._target(target), method)(*args, **kw)
+
+    def query(self, floor: dict[int, int] | None, timeout: float, tenant: str, text: str, **kw: Any) -> Any:
+        """A whole search from the user's words (``LocalViews.query``), embedded here, at the floor."""
+        floor = self._floor(floor)
+        with self._lock:
+            self._reach(floor, timeout)
+            self.served += 1
+            return self.views.query(self.embedder, tenant, text, **kw)
 
     def status(self) -> dict[str, Any]:
         """This replica's node, applied offsets (next offset per partition), lag behind the head and counters."""
@@ -333,6 +413,7 @@ class ViewsActor:
         return {
             "replica": self.name, "node": ray.get_runtime_context().get_node_id(), "path": str(self.views.index_dir),
             "applied": applied, "lag": sum(max(0, heads[p] - applied[p]) for p in parts), "served": self.served,
+            "head_fetches": self._heads.fetches,
         }
 
     def node(self) -> str:
@@ -342,10 +423,13 @@ class ViewsActor:
     def fresh(self, embedder: Any) -> None:
         """Rebuild the views from the log into a fresh directory and swap them in."""
         with self._lock:
-            self.views.fresh(RemoteEmbedder(embedder))
+            fleet = RemoteEmbedder(embedder)
+            if (fleet.model_id, fleet.dim) != (self.embedder.model_id, self.embedder.dim):
+                self.embedder = fleet  # a new model (reembed): queries go to the fleet's embedder
+            self.views.fresh(self.embedder)
 
     def pid(self) -> int:
-        """The process id (for fault-injection tests)."""
+        """The process id (for fault-injection tests and benchmarks)."""
         return os.getpid()
 
 
@@ -358,6 +442,14 @@ class RemoteViews:
         self.state = _Target(handle, "state")
         self.index = _Target(handle, "index")
         self.projector = _Target(handle, "projector")
+
+    def query(self, embedder: Embedder, tenant: str, text: str, **kw: Any) -> Any:
+        """A whole search in one call (the actor embeds the query with its own model)."""
+        return _get(self.handle.query.remote({}, 0.0, tenant, text, **kw))
+
+    def participant_names(self, tenant: str, user: str) -> frozenset[str]:
+        """Names of the participants of a user's conversations (cached in the actor)."""
+        return _get(self.handle.call.remote("views", "participant_names", tenant, user))
 
     def fresh(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> None:
         """Rebuild remotely (progress is not reported across processes)."""
@@ -395,9 +487,11 @@ class _ReplicaTarget:
 class ReplicatedViews:
     """Views served by N replicas: reads go to a replica on this process's node when there is one.
 
-    Read-your-writes: before a read, the handle takes the log's heads as its floor (every write
-    it made was acknowledged, so is below them); the serving replica applies the log up to the
-    floor itself, or raises ``ReplicaBehind`` after ``timeout`` seconds rather than answer stale.
+    Read-your-writes: once the facade has synced, every read's floor is the log's heads as of
+    the read's arrival at its replica (every write this handle made was acknowledged before, so
+    is below them; the replica fetches them, shared by the reads queued with it); the replica
+    applies the log up to the floor itself, or raises ``ReplicaBehind`` after ``timeout``
+    seconds rather than answer stale. A search is one call to one replica.
     A replica that dies is restarted by Ray (``max_restarts``) and refolds from its own
     checkpoint; meanwhile reads go to another replica.
     """
@@ -408,7 +502,7 @@ class ReplicatedViews:
         self.names = names
         self.embedder_handle = embedder_handle
         self.timeout = timeout
-        self.floor: dict[int, int] = {}
+        self.synced = False  # until the facade's first sync, reads need no floor
         nodes = [_get(h.node.remote()) for h in handles]
         here = ray.get_runtime_context().get_node_id()
         local = [i for i, n in enumerate(nodes) if n == here]
@@ -419,22 +513,34 @@ class ReplicatedViews:
         self.projector = _ReplicaTarget(self, "projector")
 
     def sync(self) -> int:
-        """Raise this handle's read floor to the log's current heads (the serving replica applies up to it)."""
-        heads = _get(self.log.handle.heads.remote())
-        self.floor = {p: h - 1 for p, h in enumerate(heads) if h > 0}
+        """From now on every read waits for the log's heads as of its arrival (no call here: the replica asks)."""
+        self.synced = True
         return 0
 
-    def read(self, target: str, method: str, *args: Any, **kw: Any) -> Any:
+    def _serve(self, call: Callable[[Any, dict[int, int] | None], Any]) -> Any:
         """Call the serving replica; on a dead one, the next replica (Ray restarts the dead one)."""
+        floor = None if self.synced else {}
         last: BaseException | None = None
         for attempt in range(3):
             for i in self.order:
                 try:
-                    return _get(self.handles[i].read.remote(self.floor, self.timeout, target, method, *args, **kw))
+                    return _get(call(self.handles[i], floor))
                 except _GONE as e:
                     last = e
             time.sleep(0.2 * (attempt + 1))  # every replica down at once: give Ray a moment to restart them
         raise last  # type: ignore[misc]
+
+    def read(self, target: str, method: str, *args: Any, **kw: Any) -> Any:
+        """Call a method of the serving replica's state, index or projector, at this handle's floor."""
+        return self._serve(lambda h, floor: h.read.remote(floor, self.timeout, target, method, *args, **kw))
+
+    def query(self, embedder: Embedder, tenant: str, text: str, **kw: Any) -> Any:
+        """A whole search, answered (and embedded) by the serving replica in one call."""
+        return self._serve(lambda h, floor: h.query.remote(floor, self.timeout, tenant, text, **kw))
+
+    def participant_names(self, tenant: str, user: str) -> frozenset[str]:
+        """Names of the participants of a user's conversations, from the serving replica."""
+        return self.read("views", "participant_names", tenant, user)
 
     def status(self) -> list[dict[str, Any]]:
         """Per replica: node, applied offsets, lag behind the log head, searches served."""
@@ -462,7 +568,9 @@ def _replica_count(replicas: int | str) -> int:
     return int(replicas)
 
 
-def _start_replicas(root: Path, key: str, log_h: Any, emb_h: Any, count: int) -> tuple[list[Any], list[str]]:
+def _start_replicas(
+    root: Path, key: str, log_h: Any, emb_h: Any, count: int, model: Embedder | None = None,
+) -> tuple[list[Any], list[str]]:
     """Replica i lives in its own directory (replica 0 in the store's, as a single views actor does),
     pinned to node i mod alive nodes at the time it is first created."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -475,7 +583,7 @@ def _start_replicas(root: Path, key: str, log_h: Any, emb_h: Any, count: int) ->
         # hard affinity: a soft one was seen spilling a replica onto a busy head node under load
         strategy = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False) if nodes else "SPREAD"
         handles.append(ViewsActor.options(name=name, get_if_exists=True, scheduling_strategy=strategy, **ACTOR_OPTIONS)
-                       .remote(str(path), log_h, emb_h, name.split(":", 2)[2]))
+                       .remote(str(path), log_h, emb_h, name.split(":", 2)[2], model))
         names.append(name)
     return handles, names
 
@@ -632,10 +740,10 @@ def open_ray(
     emb_h = EmbedderActor.options(name=f"eidetica:{key}:embedder", get_if_exists=True, **ACTOR_OPTIONS).remote(embedder)
     if views_replicas is not None:
         count = _replica_count(views_replicas)
-        handles, names = _start_replicas(root, key, log_h, emb_h, count)
+        handles, names = _start_replicas(root, key, log_h, emb_h, count, embedder)
         views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout))
     else:
-        views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root), log_h, emb_h)
+        views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root), log_h, emb_h, "views", embedder)
         views = RemoteViews(views_h, emb_h)
     config = config or MemoryConfig()
     llm = llm or OfflineLLM()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import threading
 import uuid
 from pathlib import Path
@@ -24,7 +23,7 @@ from .actors import (
 )
 from ._compaction import plan_compaction
 from ._items import Items
-from ._names import name_pattern, names_in, strip_names
+from ._names import names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
 from .actors._text import check_id, check_text, sanitize_category
 from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
@@ -38,7 +37,7 @@ from .events import (
 from ._pending import WRITE_ERROR_MODES, PendingWrites
 from .events.streams import meta_stream, parse_stream
 from .projections import LocalViews, SearchHit
-from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SELF, SearchOptions, speaker_label, time_windows
+from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SearchOptions
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
@@ -131,7 +130,6 @@ class Memory:
             self.log.close()
             raise
         self.extraction_failures = 0
-        self._names: dict[str, tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}  # user -> (sessions, names)
 
     def for_tenant(self, tenant: str) -> "Memory":
         """The same store seen as another tenant (shares the log, indices and actors)."""
@@ -140,7 +138,6 @@ class Memory:
         view = copy.copy(self)
         view.tenant = check_id("tenant", tenant)
         view._owner = False  # closing a view leaves the store open
-        view._names = {}
         view.schedules = view._schedules_face()
         view.items = Items(view)
         return view
@@ -418,26 +415,7 @@ class Memory:
         """
         check_id("user", user)
         self._sync()
-        sessions = self.state.sessions(self.tenant, user)
-        sig = tuple((s.session_id, s.message_count) for s in sessions)
-        cached = self._names.get(user)
-        if cached is not None and cached[0] == sig:
-            return cached[1]
-        names: set[str] = set()
-        labels: dict[str, int] = {}
-        for s in sessions:
-            got = self.state.names(self.tenant, s.session_id)
-            if got:
-                names.update(got)
-                continue
-            # no metadata names in this session: look for "Name: " labels in the bodies (read
-            # from the log; cached with the sessions' message counts above)
-            for msg in self.state.messages(self.tenant, s.session_id):
-                if (label := speaker_label(msg.content)) is not None:
-                    labels[label] = labels.get(label, 0) + 1
-        out = frozenset(names | {n for n, c in labels.items() if c >= 2})
-        self._names[user] = (sig, out)
-        return out
+        return self.views.participant_names(self.tenant, user)
 
     def _search(
         self,
@@ -458,42 +436,22 @@ class Memory:
         _check_k("top_k", top_k)
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
-        # At most one lookup per search: even a cache hit walks the user's sessions to check it.
-        people: frozenset[str] | None = None
-        q = query
-        # The user's own name ("Where does Ada live?" in Ada's memory): what she said is in the
-        # first person, so the name only matches every fact that names her. It leaves the query
-        # and counts as a speaker (her own unnamed messages, see ``speaker_of``).
-        own = user is not None and bool(re.search(name_pattern(user), query, re.IGNORECASE))
-        if own:
-            q = strip_names(q, [user], re.IGNORECASE)
-        if names and user is not None:
-            people = self.participant_names(user)
-            q = strip_names(q, people)
-        if options.get("time_weight"):
-            # "in July 2023", "on May 3, 2023": matched against message times, not as words
-            options["windows"], q = time_windows(q)
-        if options.get("speaker_weight") and user is not None:
-            if people is None:
-                people = self.participant_names(user)
-            options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
-        opts = SearchOptions.check(**options)  # validated before any work: bad input changes nothing
-        vector = self.embedder.embed([q])[0] if mode != "text" else None
+        SearchOptions.check(**options)  # validated before any work: bad input changes nothing
         self._sync()
+        # the views plan the query (names, dates) and embed it: on Ray, one call to one replica
         kw = dict(
-            tenant=self.tenant, text=q, vector=vector, top_k=top_k, mode=mode, kinds=kinds, user_id=user,
-            category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score,
-            options=opts,
+            user=user, mode=mode, names=names, options=options, top_k=top_k, kinds=kinds, category=category,
+            exclude_session=exclude_session, session_id=session_id, min_score=min_score,
         )
         try:
-            hits = self.index.search(**kw)
+            hits = self.views.query(self.embedder, self.tenant, query, **kw)
         except CorruptIndex as e:  # damaged files, and only that: the log is the truth
             import warnings
 
             warnings.warn(f"eidetica: {e}; rebuilding it from the log", stacklevel=2)
             with self._qlock:
                 self.views.fresh(self.embedder)
-            hits = self.index.search(**kw)
+            hits = self.views.query(self.embedder, self.tenant, query, **kw)
         return [_hit(h) for h in hits]
 
     def search(

@@ -9,17 +9,20 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import threading
 import warnings
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import CorruptIndex
 from ..events import EventLog, RecordedEvent
 from ..events.types import decode
 from ..providers import Embedder
 from ._base import Projection
-from ._index import ChunkIndex
+from ._index import ChunkIndex, SearchHit
+from ._names import name_pattern, names_in, strip_names
 from ._projector import Projector
+from ._ranking import SELF, SearchOptions, speaker_label, time_windows
 from ._state import StateProjection
 
 __all__ = ["LocalViews", "ModelView", "model_slug"]
@@ -88,6 +91,9 @@ class LocalViews:
         self.model_id = embedder.model_id
         self.index_dir = path / "index" / model_slug(embedder.model_id)
         self.rebuilt_after_damage: str | None = None
+        # (tenant, user) -> (sessions and their message counts, participants' names)
+        self._names: dict[tuple[str, str], tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}
+        self._names_lock = threading.Lock()
         try:
             self._open(embedder)
             self.projector.catch_up()
@@ -134,6 +140,69 @@ class LocalViews:
         self.model_id = embedder.model_id
         self._open(embedder)
         self.projector.catch_up()
+
+    def participant_names(self, tenant: str, user: str) -> frozenset[str]:
+        """Names of the participants of a user's conversations (cached until a session grows).
+
+        A message's ``metadata["name"]``, or, when it has none, the ``"Name: "`` label its
+        content starts with (a label counts once it starts at least two messages, so a lone
+        "Note: ..." is not taken for a person).
+        """
+        sessions = self.state.sessions(tenant, user)
+        sig = tuple((s.session_id, s.message_count) for s in sessions)
+        with self._names_lock:
+            cached = self._names.get((tenant, user))
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        names: set[str] = set()
+        labels: dict[str, int] = {}
+        for s in sessions:
+            got = self.state.names(tenant, s.session_id)
+            if got:
+                names.update(got)
+                continue
+            # no metadata names in this session: look for "Name: " labels in the bodies (read
+            # from the log; cached with the sessions' message counts above)
+            for msg in self.state.messages(tenant, s.session_id):
+                if (label := speaker_label(msg.content)) is not None:
+                    labels[label] = labels.get(label, 0) + 1
+        out = frozenset(names | {n for n, c in labels.items() if c >= 2})
+        with self._names_lock:
+            self._names[(tenant, user)] = (sig, out)
+        return out
+
+    def query(
+        self, embedder: Embedder, tenant: str, query: str, *, user: str | None, mode: str = "hybrid",
+        names: bool = False, options: dict[str, Any] | None = None, **search: Any,
+    ) -> list[SearchHit]:
+        """One search from the user's words: names and dates out of the text, the query embedded, the index asked.
+
+        Here rather than in the facade so that a views replica (Ray) answers a search in one
+        call, embedding with its own embedder. ``search``: the index's filters and ``top_k``.
+        """
+        options = dict(options or {})
+        # At most one lookup per search: even a cache hit walks the user's sessions to check it.
+        people: frozenset[str] | None = None
+        q = query
+        # The user's own name ("Where does Ada live?" in Ada's memory): what she said is in the
+        # first person, so the name only matches every fact that names her. It leaves the query
+        # and counts as a speaker (her own unnamed messages, see ``speaker_of``).
+        own = user is not None and bool(re.search(name_pattern(user), query, re.IGNORECASE))
+        if own:
+            q = strip_names(q, [user], re.IGNORECASE)  # type: ignore[list-item]
+        if names and user is not None:
+            people = self.participant_names(tenant, user)
+            q = strip_names(q, people)
+        if options.get("time_weight"):
+            # "in July 2023", "on May 3, 2023": matched against message times, not as words
+            options["windows"], q = time_windows(q)
+        if options.get("speaker_weight") and user is not None:
+            if people is None:
+                people = self.participant_names(tenant, user)
+            options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
+        opts = SearchOptions.check(**options)
+        vector = embedder.embed([q])[0] if mode != "text" else None
+        return self.index.search(tenant=tenant, text=q, vector=vector, mode=mode, user_id=user, options=opts, **search)
 
     def close(self) -> None:
         """Snapshot the state when enough is unsaved, then close the index."""
