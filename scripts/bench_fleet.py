@@ -144,6 +144,7 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
                      if n.startswith(f"eidetica:{key_of}:") and n.split(":", 2)[2] in ("log", "embedder", "views", "views:1")}
             pids = {part: ray.get(h.pid.remote()) for part, h in named.items() if hasattr(h, "pid")}
             pids.update({f"agent{k}": ray.get(a.pid.remote()) for k, a in enumerate(pool)})
+            served0 = {part: ray.get(h.status.remote())["served"] for part, h in named.items() if part.startswith("views")}
             cpu0 = {part: _cpu_s(p) for part, p in pids.items()}
             tree0 = _tree_cpu_s(os.getpid())
             t = time.perf_counter()
@@ -152,6 +153,8 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
             used = {part: _cpu_s(p) - cpu0[part] for part, p in pids.items()}
             key = f"{replicas}_replica" + ("s" if replicas > 1 else "")
             n = len(lat)
+            for part, before in served0.items():
+                out[f"served_{part.replace(':', '')}_{key}"] = ray.get(named[part].status.remote())["served"] - before
             for part in ("views", "views:1", "log", "embedder"):
                 if part in used:
                     out[f"cpu_ms_per_search_{part.replace(':', '')}_{key}"] = round(used[part] / n * 1000, 2)

@@ -170,3 +170,62 @@ def test_bad_replica_options_are_refused(ray_session, tmp_path) -> None:
         open_store(tmp_path / "s", replica_timeout=-1)
     assert e.value.field == "replica_timeout"
     shutdown_store(tmp_path / "s")
+
+
+def test_a_new_node_gets_its_replica_on_first_use_from_a_copy(ray_session, store, nodes) -> None:
+    path, m = store
+    cluster, _ = ray_session
+    head, worker = nodes
+    first = open_store(path, views_replicas="node")  # the head node's replica: a copy of replica 0's views
+    expected = [(h.id, round(h.score, 6)) for h in first.search("hiking topic 3", user="u", min_score=0.0)]
+    node = cluster.add_node(num_cpus=1)
+    try:
+        cluster.wait_for_nodes()
+        new = node.node_id
+        assert new not in (head, worker)
+        got_node, got = ray.get(agent.options(**on(new)).remote(str(path), "search", "hiking topic 3", views_replicas="node"))
+        assert got_node == new and got == expected  # identical to the other replicas' answer
+        rows = {r["node"]: r for r in first.stats()["replicas"]} | {
+            r["node"]: r for r in open_store(path, views_replicas="node").stats()["replicas"]}
+        assert new in rows, rows  # created there, on that node's first use
+        assert rows[new]["served"] == 1 and rows[new]["lag"] == 0
+        assert rows[new]["started"]["how"] == "copy"  # from another replica's checkpoint, not a full replay
+        assert rows[new]["path"] != rows[head]["path"]
+    finally:
+        for name in ray.util.list_named_actors():
+            if name.endswith(node.node_id[:16]):
+                ray.kill(ray.get_actor(name), no_restart=True)
+        cluster.remove_node(node)
+        first.close()
+
+
+def test_a_replica_can_start_by_replay_and_answers_the_same(store) -> None:
+    path, m = store
+    expected = [(h.id, round(h.score, 6)) for h in m.search("hiking topic 1", user="u", min_score=0.0)]
+    third = open_store(path, views_replicas=3, replica_start="replay")
+    rows = {r["replica"]: r for r in third.stats()["replicas"]}
+    assert rows["views:2"]["started"]["how"] == "replay"
+    assert rows["views:1"]["started"]["how"] == "copy"  # the fixture's second replica was seeded from replica 0
+    served = rows["views:2"]["served"]
+    third.views.order = [2]  # ask replica 2 itself
+    assert [(h.id, round(h.score, 6)) for h in third.search("hiking topic 1", user="u", min_score=0.0)] == expected
+    assert {r["replica"]: r for r in third.stats()["replicas"]}["views:2"]["served"] == served + 1
+    with pytest.raises(eidetica.InvalidInput) as e:
+        open_store(path, replica_start="rsync")
+    assert e.value.field == "replica_start"
+    third.close()
+
+
+def test_a_read_floor_is_never_an_older_fetch() -> None:
+    from eidetica._fleet import _Heads
+
+    calls = []
+
+    def fetch():
+        calls.append(len(calls))
+        return [len(calls)]
+
+    heads = _Heads(fetch)
+    # one after another: each read began after the previous fetch, so each needs its own
+    assert [heads.since_now(), heads.since_now(), heads.since_now()] == [[1], [2], [3]]
+    assert heads.fetches == 3

@@ -24,6 +24,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -349,12 +350,26 @@ class ViewsActor:
     one call answered on one node.
     """
 
-    def __init__(self, path: str, log: Any, embedder: Any, name: str = "views", model: Embedder | None = None) -> None:
+    def __init__(
+        self, path: str, log: Any, embedder: Any, name: str = "views", model: Embedder | None = None, seed: Any = None,
+    ) -> None:
         from .projections import LocalViews  # lazily: LanceDB is imported inside this worker only
 
+        t = time.perf_counter()
         self.name = name
         self.embedder = _node_embedder(model, RemoteEmbedder(embedder))
+        new = not (Path(path) / "index").exists()
+        how = "replay" if new else "checkpoint"
+        if new and seed is not None:
+            try:  # a copy of another replica's checkpointed views: only the tail is replayed here
+                _get(seed.copy_to.remote(path))
+                how = "copy"
+            except Exception:  # noqa: BLE001 - no usable seed: the log is the truth, replay it
+                shutil.rmtree(Path(path) / "index", ignore_errors=True)
         self.views = LocalViews(Path(path), RemoteLog(log), self.embedder)
+        if how == "replay" and sum(self.views.projector.applied(p) for p in range(self.views.log.partitions)) >= 5_000:
+            self.views.projector.maintain(force=True)  # a bulk fold: ANN and scalar indexes before serving
+        self.started = {"how": how, "seconds": round(time.perf_counter() - t, 3)}
         self._heads = _Heads(lambda: _get(log.heads.remote()))
         self._lock = threading.Lock()
         self.served = 0  # searches answered (the tests check which replica served an agent)
@@ -404,6 +419,31 @@ class ViewsActor:
             self.served += 1
             return self.views.query(self.embedder, tenant, text, **kw)
 
+    def copy_to(self, path: str) -> None:
+        """Copy this replica's views, as of its checkpoint, into a new replica's (empty) directory.
+
+        Under the lock, so nothing is applied meanwhile; the state gets a fresh snapshot first
+        (the copy's start replays only the log's tail). Every node mounts the store path.
+        """
+        src, dst = Path(self.views.path), Path(path)
+        staging = dst.with_name(dst.name + ".seed")
+        shutil.rmtree(staging, ignore_errors=True)
+        with self._lock:
+            self.views.projector.snapshot()
+            skip = shutil.ignore_patterns("*.lock", "*.new", "*.old")
+            for sub in ("index", "snapshots"):
+                if (src / sub).is_dir():
+                    shutil.copytree(src / sub, staging / sub, ignore=skip)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if dst.exists():
+            for sub in ("index", "snapshots"):
+                shutil.rmtree(dst / sub, ignore_errors=True)
+                if (staging / sub).exists():
+                    os.replace(staging / sub, dst / sub)
+            shutil.rmtree(staging, ignore_errors=True)
+        else:
+            os.replace(staging, dst)
+
     def status(self) -> dict[str, Any]:
         """This replica's node, applied offsets (next offset per partition), lag behind the head and counters."""
         proj = self.views.projector
@@ -413,7 +453,7 @@ class ViewsActor:
         return {
             "replica": self.name, "node": ray.get_runtime_context().get_node_id(), "path": str(self.views.index_dir),
             "applied": applied, "lag": sum(max(0, heads[p] - applied[p]) for p in parts), "served": self.served,
-            "head_fetches": self._heads.fetches,
+            "head_fetches": self._heads.fetches, "started": self.started,
         }
 
     def node(self) -> str:
@@ -561,29 +601,57 @@ class ReplicatedViews:
         """The replicas stay up for other clients."""
 
 
-def _replica_count(replicas: int | str) -> int:
-    """How many view replicas: N, or one per alive node for ``"node"``."""
-    if replicas == "node":
-        return max(1, sum(1 for n in ray.nodes() if n.get("Alive")))
-    return int(replicas)
+def _existing_replicas(key: str) -> list[str]:
+    """Names of the store's view replicas alive now (any layout), replica 0 first."""
+    prefix = f"eidetica:{key}:views"
+    return sorted((n for n in ray.util.list_named_actors() if n == prefix or n.startswith((prefix + ":", prefix + "@"))),
+                  key=lambda n: (n != prefix, n))
+
+
+def _node_replicas(
+    root: Path, key: str, log_h: Any, emb_h: Any, model: Embedder | None, seed: bool,
+) -> tuple[list[Any], list[str]]:
+    """``views_replicas="node"``: the replica of this node (created, pinned here, on the node's first use) and every other one.
+
+    A new replica starts from a copy of an existing replica's checkpointed views when ``seed``.
+    """
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = ray.get_runtime_context().get_node_id()
+    mine = f"eidetica:{key}:views@{here[:16]}"
+    others = [n for n in _existing_replicas(key) if n != mine]
+    donor = ray.get_actor(others[0]) if (seed and others) else None
+    handle = ViewsActor.options(
+        name=mine, get_if_exists=True, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False), **ACTOR_OPTIONS,
+    ).remote(str(root / "replicas" / f"node-{here[:16]}"), log_h, emb_h, mine.split(":", 2)[2], model, donor)
+    handles, names = [handle], [mine]
+    for n in others:
+        try:
+            handles.append(ray.get_actor(n))
+            names.append(n)
+        except ValueError:  # gone since it was listed
+            pass
+    return handles, names
 
 
 def _start_replicas(
-    root: Path, key: str, log_h: Any, emb_h: Any, count: int, model: Embedder | None = None,
+    root: Path, key: str, log_h: Any, emb_h: Any, count: int, model: Embedder | None = None, seed: bool = True,
 ) -> tuple[list[Any], list[str]]:
     """Replica i lives in its own directory (replica 0 in the store's, as a single views actor does),
     pinned to node i mod alive nodes at the time it is first created."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
-    handles, names = [], []
+    handles: list[Any] = []
+    names: list[str] = []
     for i in range(count):
         name = f"eidetica:{key}:views" if i == 0 else f"eidetica:{key}:views:{i}"
         path = root if i == 0 else root / "replicas" / str(i)
         # hard affinity: a soft one was seen spilling a replica onto a busy head node under load
         strategy = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False) if nodes else "SPREAD"
+        donor = handles[0] if (seed and handles) else None  # replica 0 folds the log; the others may copy it
         handles.append(ViewsActor.options(name=name, get_if_exists=True, scheduling_strategy=strategy, **ACTOR_OPTIONS)
-                       .remote(str(path), log_h, emb_h, name.split(":", 2)[2], model))
+                       .remote(str(path), log_h, emb_h, name.split(":", 2)[2], model, donor))
         names.append(name)
     return handles, names
 
@@ -714,12 +782,20 @@ def open_ray(
     idle_seconds: float = 300.0,
     views_replicas: int | str | None = None,
     replica_timeout: float = 30.0,
+    replica_start: str = "copy",
 ) -> FleetParts:
     """Start (or join) a store's actors on a Ray cluster (``address="auto"`` joins a running one).
 
-    ``views_replicas``: N view replicas (or ``"node"``: one per alive node), each folding the log
-    into its own directory; reads wait at most ``replica_timeout`` seconds for their replica.
+    ``views_replicas``: N view replicas (or ``"node"``: one per node that reads, created on the
+    node's first use), each folding the log into its own directory; reads wait at most
+    ``replica_timeout`` seconds for their replica. ``replica_start``: a new replica starts from a
+    ``"copy"`` of another replica's checkpointed views (the default: measured faster) or a full
+    ``"replay"`` of the log.
     """
+    if replica_start not in ("copy", "replay"):
+        from .errors import InvalidInput
+
+        raise InvalidInput("replica_start", "must be 'copy' or 'replay'", replica_start)
     if views_replicas is not None and views_replicas != "node" and (
         isinstance(views_replicas, bool) or not isinstance(views_replicas, int) or views_replicas < 1
     ):  # checked before any actor starts: bad input changes nothing
@@ -738,9 +814,11 @@ def open_ray(
     key = store_key(root)
     log_h = LogActor.options(name=f"eidetica:{key}:log", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root / "log"), fsync)
     emb_h = EmbedderActor.options(name=f"eidetica:{key}:embedder", get_if_exists=True, **ACTOR_OPTIONS).remote(embedder)
-    if views_replicas is not None:
-        count = _replica_count(views_replicas)
-        handles, names = _start_replicas(root, key, log_h, emb_h, count, embedder)
+    if views_replicas == "node":
+        handles, names = _node_replicas(root, key, log_h, emb_h, embedder, replica_start == "copy")
+        views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout))
+    elif views_replicas is not None:
+        handles, names = _start_replicas(root, key, log_h, emb_h, int(views_replicas), embedder, replica_start == "copy")
         views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout))
     else:
         views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root), log_h, emb_h, "views", embedder)
