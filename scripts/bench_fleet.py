@@ -167,6 +167,24 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
                   f"p50 {out[f'p50_ms_{key}']} ms, p95 {out[f'p95_ms_{key}']} ms", flush=True)
             for a in pool:
                 ray.kill(a)
+        # one more replica on the worker node, started both ways on the same store
+        from eidetica._fleet import ACTOR_OPTIONS, ViewsActor
+
+        log_h, emb_h = ray.get_actor(f"eidetica:{key_of}:log"), ray.get_actor(f"eidetica:{key_of}:embedder")
+        donor = ray.get_actor(f"eidetica:{key_of}:views")
+        for how in ("replay", "copy"):
+            t = time.perf_counter()
+            extra = ViewsActor.options(
+                name=f"eidetica:{key_of}:views:{how}", **ACTOR_OPTIONS,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[-1], soft=False),
+            ).remote(os.path.join(path, "replicas", how), log_h, emb_h, f"views:{how}", HashEmbedder(dim=64),
+                     donor if how == "copy" else None)
+            started = ray.get(extra.status.remote())["started"]
+            assert started["how"] == how, started
+            out[f"replica_start_{how}_s"] = started["seconds"]  # inside the actor: fold or copy + tail
+            out[f"replica_start_{how}_wall_s"] = round(time.perf_counter() - t, 2)  # with the process start
+            ray.kill(extra)
+            print(f"a new replica by {how}: {started['seconds']} s", flush=True)
         out["replicas_speedup"] = round(out["searches_per_s_2_replicas"] / out["searches_per_s_1_replica"], 2)
         def du(d: str) -> int:
             return sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d) for f in fs)
