@@ -229,3 +229,22 @@ def test_a_read_floor_is_never_an_older_fetch() -> None:
     # one after another: each read began after the previous fetch, so each needs its own
     assert [heads.since_now(), heads.since_now(), heads.since_now()] == [[1], [2], [3]]
     assert heads.fetches == 3
+
+
+def test_the_stats_command_shows_each_replicas_applied_offset_and_lag(store, nodes) -> None:
+    import json
+
+    from tests.test_cli import run
+
+    path, m = store
+    heads = sum(m.log.head(p) for p in range(m.log.partitions))
+    r = run("stats", "--json", "--address", "auto", store=path)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)["replicas"]
+    assert sorted(x["replica"] for x in rows) == ["views", "views:1"] and {x["node"] for x in rows} == set(nodes)
+    for x in rows:  # lag: the log's events this replica has not applied yet
+        assert x["lag"] == heads - sum(x["applied"].values())
+    assert min(x["lag"] for x in rows) == 0  # the replica that answered the command caught up first
+    r = run("stats", "--address", "auto", store=path)
+    assert r.returncode == 0, r.stderr
+    assert "view replicas" in r.stdout and "views:1" in r.stdout

@@ -38,7 +38,10 @@ from .actors.runtime import make_actor
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
-__all__ = ["RayRuntime", "RemoteLog", "RemoteEmbedder", "ReplicatedViews", "FleetParts", "open_ray", "shutdown_store", "ACTOR_OPTIONS"]
+__all__ = [
+    "RayRuntime", "RemoteLog", "RemoteEmbedder", "ReplicatedViews", "FleetParts", "open_ray", "shutdown_store",
+    "replica_layout", "ACTOR_OPTIONS",
+]
 
 ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0}
 
@@ -606,6 +609,18 @@ def _existing_replicas(key: str) -> list[str]:
     prefix = f"eidetica:{key}:views"
     return sorted((n for n in ray.util.list_named_actors() if n == prefix or n.startswith((prefix + ":", prefix + "@"))),
                   key=lambda n: (n != prefix, n))
+
+
+def replica_layout(path: str | os.PathLike[str]) -> int | str | None:
+    """How a running store's views are replicated: ``"node"``, a count, or None (one views actor); Ray must be up.
+
+    For a reader that joins a store (``eidetica stats --address``) without adding replicas of its own.
+    """
+    names = _existing_replicas(store_key(Path(path)))
+    if any("@" in n for n in names):
+        return "node"
+    numbered = [n for n in names if n.rsplit(":", 1)[-1].isdigit()]
+    return len(numbered) + 1 if numbered else None
 
 
 def _node_replicas(

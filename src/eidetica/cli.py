@@ -279,12 +279,28 @@ def reembed(
     console.print(f"re-embedded {n} chunks with {model}")
 
 
+def _open_fleet(path: Path, tenant: str, model: str | None, address: str) -> Any:
+    """Join a store served by a Ray fleet as one more reader (its existing view replicas, none added)."""
+    import ray
+
+    from . import memory
+    from ._fleet import replica_layout
+
+    _require_store(path)
+    if not ray.is_initialized():
+        ray.init(address=address, namespace="eidetica", include_dashboard=False, log_to_driver=False)
+    return memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime="ray",
+                       views_replicas=replica_layout(path))
+
+
 @app.command()
 def stats(
-    as_json: bool = typer.Option(False, "--json"), path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL
+    as_json: bool = typer.Option(False, "--json"), path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    address: Optional[str] = typer.Option(
+        None, "--address", help="a store run by a Ray fleet: the cluster's address ('auto' on a node of it)"),
 ) -> None:
-    """Events, streams, log bytes, index rows and per-projection lag."""
-    with _open(path, tenant, model) as m:
+    """Events, streams, log bytes, index rows and per-projection lag (per view replica on Ray)."""
+    with (_open_fleet(path, tenant, model, address) if address else _open(path, tenant, model)) as m:
         s = m.stats()
     if as_json:
         console.print_json(json.dumps(s, default=str))
@@ -293,12 +309,23 @@ def stats(
     table.add_column("what")
     table.add_column("value", justify="right")
     snap = s.pop("snapshot", None) or {}
+    replicas = s.pop("replicas", None)
     for k, v in s.items():
         table.add_row(k, json.dumps(v, default=str) if isinstance(v, dict) else f"{v:,}" if isinstance(v, int) else str(v))
     age = snap.get("age_s")
     table.add_row("snapshot age", "none (a start replays the whole log)" if age is None else f"{age:,.1f} s")
     table.add_row("snapshot tail", f"{snap.get('tail_events', 0):,} events")
     console.print(table)
+    if replicas is not None:
+        rt = Table(title="view replicas")
+        for col in ("replica", "node", "applied (next offset per partition)", "lag", "served", "started"):
+            rt.add_column(col)
+        for r in replicas:
+            st = r.get("started") or {}
+            rt.add_row(r["replica"], (r.get("node") or "down")[:12], json.dumps(r.get("applied", {})),
+                       "?" if r.get("lag") is None else f"{r['lag']:,}", str(r.get("served")),
+                       f"{st.get('how', '')} {st.get('seconds', '')} s" if st else "")
+        console.print(rt)
 
 
 @app.command()
