@@ -7,8 +7,10 @@ Topology (all named, so every client of a store finds the same actors):
 
 - ``LogActor``: owns the store's ``ArrowLog`` (the single writer). Threaded, so concurrent
   Ray calls become concurrent appenders and share fsyncs through the log's group commit.
-- ``EmbedderActor``: holds the embedding model once for the whole fleet.
-- ``ViewsActor``: the projections (state folds, LanceDB + Tantivy) and the projector.
+- ``EmbedderActor``: holds the embedding model once for the fleet's writes (sessions, curators).
+- ``ViewsActor``: the projections (state folds, LanceDB + Tantivy), the projector and its own copy
+  of the embedding model: a search is one call, planned, embedded and answered in the replica.
+  With ``views_replicas`` there is one per replica (``"node"``: one per node that reads).
 - one ``ActorHost`` per active session (a ``SessionActor``), per user (``FactCurator`` and
   ``NotesActor``), and summarizers. Each rebuilds its state from the log in its
   constructor, so ``max_restarts`` brings it back intact; retried calls are safe because
