@@ -127,6 +127,11 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
             def pid(self) -> int:
                 return os.getpid()
 
+            def local(self) -> bool:
+                """Whether this agent's first-choice replica runs on its own node."""
+                views = self.m.views
+                return ray.get(views.handles[views.order[0]].node.remote()) == ray.get_runtime_context().get_node_id()
+
             def run(self, n: int) -> list[float]:
                 lat = []
                 for i in range(n):
@@ -136,6 +141,11 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
                 return lat
 
         for replicas in (1, 2):
+            # the replicas are up and caught up before the agents come (as a deployment would start them)
+            owner = eidetica.open(path, runtime="ray", embedder=HashEmbedder(dim=64), config=CONFIG, views_replicas=replicas)
+            for r in range(replicas):
+                owner.views.order = [r]
+                owner.search("hiking", user="u0")
             pool = [Agent.options(scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[k % len(nodes)], soft=False))
                     .remote(replicas, f"u{k % users}") for k in range(agents)]
             ray.get([a.warm.remote() for a in pool])
@@ -154,7 +164,10 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
             key = f"{replicas}_replica" + ("s" if replicas > 1 else "")
             n = len(lat)
             for part, before in served0.items():
-                out[f"served_{part.replace(':', '')}_{key}"] = ray.get(named[part].status.remote())["served"] - before
+                done = ray.get(named[part].status.remote())["served"] - before
+                out[f"served_{part.replace(':', '')}_{key}"] = done
+                if done:  # what one search costs the replica that answered it (2 replicas on 2 cores: both busy?)
+                    out[f"cpu_ms_per_served_search_{part.replace(':', '')}_{key}"] = round(used[part] / done * 1000, 2)
             for part in ("views", "views:1", "log", "embedder"):
                 if part in used:
                     out[f"cpu_ms_per_search_{part.replace(':', '')}_{key}"] = round(used[part] / n * 1000, 2)
@@ -165,8 +178,10 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
             out[f"p95_ms_{key}"] = round(float(np.percentile(lat, 95)) * 1000, 1)
             print(f"read phase, {replicas} replica(s): {out[f'searches_per_s_{key}']:,} searches/s, "
                   f"p50 {out[f'p50_ms_{key}']} ms, p95 {out[f'p95_ms_{key}']} ms", flush=True)
+            out[f"agents_reading_their_node_replica_{key}"] = sum(ray.get([a.local.remote() for a in pool]))
             for a in pool:
                 ray.kill(a)
+            owner.close()
         # one more replica on the worker node, started both ways on the same store
         from eidetica._fleet import ACTOR_OPTIONS, ViewsActor
 

@@ -639,7 +639,8 @@ def _node_replicas(
     others = [n for n in _existing_replicas(key) if n != mine]
     donor = ray.get_actor(others[0]) if (seed and others) else None
     handle = ViewsActor.options(
-        name=mine, get_if_exists=True, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False), **ACTOR_OPTIONS,
+        name=mine, get_if_exists=True, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+        lifetime="detached", **ACTOR_OPTIONS,
     ).remote(str(root / "replicas" / f"node-{here[:16]}"), log_h, emb_h, mine.split(":", 2)[2], model, donor)
     handles, names = [handle], [mine]
     for n in others:
@@ -667,7 +668,9 @@ def _start_replicas(
         # hard affinity: a soft one was seen spilling a replica onto a busy head node under load
         strategy = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False) if nodes else "SPREAD"
         donor = handles[0] if (seed and handles) else None  # replica 0 folds the log; the others may copy it
-        handles.append(ViewsActor.options(name=name, get_if_exists=True, scheduling_strategy=strategy, **ACTOR_OPTIONS)
+        # detached: a replica an agent created must outlive that agent (shutdown_store ends it)
+        handles.append(ViewsActor.options(name=name, get_if_exists=True, scheduling_strategy=strategy, lifetime="detached",
+                                          **ACTOR_OPTIONS)
                        .remote(str(path), log_h, emb_h, name.split(":", 2)[2], model, donor))
         names.append(name)
     return handles, names
