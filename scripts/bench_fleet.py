@@ -127,6 +127,9 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
             def pid(self) -> int:
                 return os.getpid()
 
+            def node(self) -> str:
+                return ray.get_runtime_context().get_node_id()
+
             def local(self) -> bool:
                 """Whether this agent's first-choice replica runs on its own node."""
                 views = self.m.views
@@ -179,6 +182,8 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
             print(f"read phase, {replicas} replica(s): {out[f'searches_per_s_{key}']:,} searches/s, "
                   f"p50 {out[f'p50_ms_{key}']} ms, p95 {out[f'p95_ms_{key}']} ms", flush=True)
             out[f"agents_reading_their_node_replica_{key}"] = sum(ray.get([a.local.remote() for a in pool]))
+            out[f"nodes_with_a_replica_{key}"] = len({r["node"] for r in owner.views.status()})
+            out[f"nodes_with_an_agent_{key}"] = len(set(ray.get([a.node.remote() for a in pool])))
             for a in pool:
                 ray.kill(a)
             owner.close()
