@@ -106,6 +106,20 @@ class Items:
 
     def __init__(self, memory: Any) -> None:  # the Memory facade (imported by it: no import back)
         self._m = memory
+        self._recovered = False
+
+    def _users(self) -> list[str]:
+        """Users of the tenant with an items stream."""
+        return sorted({parse_stream(s)[2] for s in self._m.log.streams()  # type: ignore[attr-defined]
+                       if s.startswith("items:") and parse_stream(s)[1] == self._m.tenant})
+
+    def _recover(self) -> None:
+        """Once per handle: build every item owner's actor, which embeds puts whose vectors a crash
+        kept from the log (written behind the put); ``_sync`` then waits for them."""
+        if not self._recovered:
+            for u in self._users():
+                self._m.runtime.items(self._m.tenant, u)
+            self._recovered = True
 
     def _now(self) -> dt.datetime:
         return self._m.clock()
@@ -196,6 +210,7 @@ class Items:
                 raise InvalidInput(name, "must be an int >= 0", v)
         if query is not None and not isinstance(query, str):
             raise InvalidInput("query", "must be a string or None", query)
+        self._recover()
         self._m._sync()
         want = offset + limit
         if limit == 0:
@@ -257,8 +272,7 @@ class Items:
     def sweep(self, now: dt.datetime | None = None) -> int:
         """Delete every expired item of the tenant (``ItemDeleted``, reason "expired"); returns how many."""
         self._m._sync()
-        users = sorted({parse_stream(s)[2] for s in self._m.log.streams()  # type: ignore[attr-defined]
-                        if s.startswith("items:") and parse_stream(s)[1] == self._m.tenant})
+        users = self._users()
         n = sum(self._m.runtime.items(self._m.tenant, u).sweep(now) for u in users)
         if n:
             self._m._sync()

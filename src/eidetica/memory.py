@@ -218,6 +218,9 @@ class Memory:
         """Read your own writes: apply everything committed before answering."""
         if self._closed:
             raise InvalidInput("memory", "is closed")
+        behind = getattr(self.runtime, "items_behind", None)
+        if behind is not None:
+            behind.drain()  # item vectors written behind their puts are part of "your writes"
         with self._qlock:
             applied = self.projector.catch_up()
             if applied and applied >= 5_000:
