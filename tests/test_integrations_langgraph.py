@@ -497,7 +497,7 @@ def test_filter_matcher_agrees_with_langgraph_and_refuses_unknown_operators(tmp_
 
 
 @pytest.mark.slow
-def test_bad_item_input_over_the_server_is_a_4xx_naming_the_field(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_items_over_the_server_bad_input_is_a_4xx_naming_the_field_and_tenants_are_apart(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     e = make_env(tmp_path / "s", "served", request)
     m = e.memory
     try:
@@ -514,5 +514,16 @@ def test_bad_item_input_over_the_server_is_a_4xx_naming_the_field(tmp_path: Path
                 call()
         r = httpx.post(m.url + "/v1/items", json={"ops": [dict(ok, key=3)]}, headers={"Authorization": f"Bearer {m.api_key}"})
         assert r.status_code == 400 and r.json()["field"] == "ops[0].key"
+        r = httpx.post(m.url + "/v1/items", json={"ops": [ok], "tenant": "x"}, headers={"Authorization": f"Bearer {m.api_key}"})
+        assert r.status_code == 400 and m.items.namespaces() == []  # no request names a tenant
+        # the key's tenant, and only it: another key sees none of these items
+        e.store.put(("alice", "prefs"), "food", {"text": "likes ramen"})
+        other = make_env(tmp_path / "t", "served", request)
+        try:
+            assert other.store.get(("alice", "prefs"), "food") is None and other.store.list_namespaces() == []
+            assert other.store.search(("alice",), query="ramen") == []
+            assert [i.key for i in e.store.search(("alice",), query="ramen")] == ["food"]
+        finally:
+            other.memory.close()
     finally:
         m.close()
