@@ -81,11 +81,6 @@ class WriteBehind:
                 self._thread.start()
             self._cond.notify_all()
 
-    def pending(self) -> bool:
-        """Whether puts still wait for their vectors."""
-        with self._cond:
-            return bool(self._jobs) or self._busy
-
     def drain(self) -> None:
         """Wait until every queued put has its vectors appended; raises the worker's error once."""
         with self._cond:
