@@ -131,7 +131,6 @@ class Memory:
             self.log.close()
             raise
         self.extraction_failures = 0
-        self._names: dict[str, tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}  # user -> (sessions, names)
 
     def for_tenant(self, tenant: str) -> "Memory":
         """The same store seen as another tenant (shares the log, indices and actors)."""
@@ -140,7 +139,6 @@ class Memory:
         view = copy.copy(self)
         view.tenant = check_id("tenant", tenant)
         view._owner = False  # closing a view leaves the store open
-        view._names = {}
         view.schedules = view._schedules_face()
         view.items = Items(view)
         return view
@@ -418,26 +416,12 @@ class Memory:
         """
         check_id("user", user)
         self._sync()
-        sessions = self.state.sessions(self.tenant, user)
-        sig = tuple((s.session_id, s.message_count) for s in sessions)
-        cached = self._names.get(user)
-        if cached is not None and cached[0] == sig:
-            return cached[1]
-        names: set[str] = set()
-        labels: dict[str, int] = {}
-        for s in sessions:
-            got = self.state.names(self.tenant, s.session_id)
-            if got:
-                names.update(got)
-                continue
-            # no metadata names in this session: look for "Name: " labels in the bodies (read
-            # from the log; cached with the sessions' message counts above)
-            for msg in self.state.messages(self.tenant, s.session_id):
-                if (label := speaker_label(msg.content)) is not None:
-                    labels[label] = labels.get(label, 0) + 1
-        out = frozenset(names | {n for n, c in labels.items() if c >= 2})
-        self._names[user] = (sig, out)
-        return out
+        return self._participants(user)
+
+    def _participants(self, user: str) -> frozenset[str]:
+        """``participant_names`` without the sync (the caller has caught up): folded state only, no log read."""
+        names, labels = self.state.participants(self.tenant, user)
+        return frozenset(names | {n for n, c in labels.items() if c >= 2})
 
     def _search(
         self,
@@ -458,7 +442,9 @@ class Memory:
         _check_k("top_k", top_k)
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
-        # At most one lookup per search: even a cache hit walks the user's sessions to check it.
+        # One catch-up per search (it reads every partition's head), before the names are read
+        # from the folded state: the names and the index answer from the same log position.
+        self._sync()
         people: frozenset[str] | None = None
         q = query
         # The user's own name ("Where does Ada live?" in Ada's memory): what she said is in the
@@ -468,18 +454,17 @@ class Memory:
         if own:
             q = strip_names(q, [user], re.IGNORECASE)
         if names and user is not None:
-            people = self.participant_names(user)
+            people = self._participants(user)
             q = strip_names(q, people)
         if options.get("time_weight"):
             # "in July 2023", "on May 3, 2023": matched against message times, not as words
             options["windows"], q = time_windows(q)
         if options.get("speaker_weight") and user is not None:
             if people is None:
-                people = self.participant_names(user)
+                people = self._participants(user)
             options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
         opts = SearchOptions.check(**options)  # validated before any work: bad input changes nothing
         vector = self.embedder.embed([q])[0] if mode != "text" else None
-        self._sync()
         kw = dict(
             tenant=self.tenant, text=q, vector=vector, top_k=top_k, mode=mode, kinds=kinds, user_id=user,
             category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score,
