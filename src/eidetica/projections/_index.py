@@ -533,6 +533,7 @@ class ChunkIndex(BulkRebuild, Projection):
         # (a key missing from Tantivy was written to LanceDB mid-apply: dropped)
         rows = {k: r for k, r in rows.items() if r.tenant == f.tenant}
         vecs: dict[str, np.ndarray] = {}
+        need: list[str] = []  # rows whose stored vectors this search needs
         if any(opts.neighbors):
             # The messages next to the best candidates join the candidates (an answer often
             # shares no word with the question it follows), scored like any other row.
@@ -544,11 +545,7 @@ class ChunkIndex(BulkRebuild, Projection):
                     for r, sc in zip(extra, self._text.score(f.tenant, terms, extra)):
                         bm25[r.key] = sc
                 if mode != "text" and qvec is not None:
-                    got = self._lance.vectors(f.tenant, [r.key for r in extra])
-                    qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
-                    for k, v in got.items():
-                        vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
-                    vecs.update(got)
+                    need = [r.key for r in extra]
                 rows.update((r.key, r) for r in extra)
         if mode == "hybrid" and opts.rescore:
             # Score the whole union on both sides: a row one engine missed gets its real
@@ -556,13 +553,15 @@ class ChunkIndex(BulkRebuild, Projection):
             only_v = [k for k in vsim if k not in bm25 and k in rows]
             for k, sc in zip(only_v, self._text.score(f.tenant, terms, [rows[k] for k in only_v])):
                 bm25[k] = sc
-            only_t = [k for k in bm25 if k not in vsim]
-            if only_t and qvec is not None:
-                got = self._lance.vectors(f.tenant, only_t)
-                qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
-                for k, v in got.items():
-                    vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
-                vecs.update(got)
+            if qvec is not None:
+                need += [k for k in bm25 if k not in vsim]
+        if need and qvec is not None:
+            # the neighbours' and the text-only rows' vectors in one lookup (each costs a query)
+            got = self._lance.vectors(f.tenant, need)
+            qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
+            for k, v in got.items():
+                vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
+            vecs.update(got)
         if mode == "hybrid":
             keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]
             v = np.array([vsim.get(k, 0.0) for k in keys])
