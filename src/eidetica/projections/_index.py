@@ -41,8 +41,9 @@ messages' scores (same session, ``sequence`` +-1; the neighbours of the 5 best c
 each engine join the candidates) and ``session_weight`` that share of the session's best score
 (a summary counts for its session); ``speaker_weight`` adds that much to a message whose
 speaker (``_ranking.speaker_of``: metadata ``"name"``, a ``"Name: "`` label, or the user
-themself) is one of ``speakers``; ``time_weight`` adds that much to a message whose time is in
-one of ``windows`` (dates the query named); ``confidence_weight`` c multiplies by
+themself) is one of ``speakers``; ``time_weight`` adds that share of the most a message can score
+without it (1 + ``session_weight`` + both neighbour shares + ``speaker_weight``) to a message
+whose time is in one of ``windows`` (dates the query named): at 1 it ranks above every other; ``confidence_weight`` c multiplies by
 ``1 - c + c * confidence``; ``recency_half_life`` h multiplies by ``0.5 ** (age / h)`` (age at
 ``now``); ``calibrate`` (default on) rescales hybrid scores to the best candidate's absolute
 relevance (``_ranking.calibrate``), so they compare across queries; ``min_score`` applies to
@@ -77,7 +78,7 @@ from ._maintenance import du
 from ._marks import Marks
 from ._ranking import SearchOptions
 from ._ranking import confidence as _confidence
-from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share
+from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share, zscore
 from ._ranking import mmr as _mmr_pick
 from ._rebuild import BulkRebuild
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
@@ -573,6 +574,9 @@ class ChunkIndex(BulkRebuild, Projection):
                 nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
                 sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
                             opts.vector_weight)
+            elif opts.fusion == "zscore":
+                # each side standardised over the candidates, the fused score back on [0, 1]
+                sc = minmax(linear(zscore(v), zscore(np.array([bm25.get(k, 0.0) for k in keys])), opts.vector_weight))
             else:
                 sc = linear(np.clip(v, 0.0, 1.0), t, opts.vector_weight) if opts.fusion == "absolute" else rrf(v, t)
         elif mode == "vector":
@@ -593,8 +597,12 @@ class ChunkIndex(BulkRebuild, Projection):
                                              for r in cand]),
                                opts.speaker_weight)
         if opts.time_weight and opts.windows:
+            # in units of the most a message can score without it (fused 1, its session's best,
+            # both neighbours, the speaker bonus): at 1.0 a message of the named period ranks
+            # above every other, whatever the fusion's scale
+            tw = opts.time_weight * (1.0 + opts.session_weight + sum(opts.neighbors) + opts.speaker_weight)
             sc = speaker_bonus(sc, in_windows(ts.tolist(), opts.windows) & np.array([r.kind == "message" for r in cand],
-                                                                                   dtype=bool), opts.time_weight)
+                                                                                   dtype=bool), tw)
         if opts.confidence_weight:
             sc = _confidence(sc, np.array([float(r.confidence) for r in cand]), opts.confidence_weight)
         if opts.recency_half_life is not None:
