@@ -454,6 +454,7 @@ class ModeResult:
 
     scores: Scores
     latencies_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)  # process CPU time per query: holds under load
     curve: list[float] = field(default_factory=list)  # summed recall at k = 1..max k
 
 
@@ -474,9 +475,10 @@ def evaluate_conversation(
         for mode in modes:
             r = results[mode]
             clear_cache()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             ranked = retrieve(m, conv, q.question, mode, kmax, (params or {}).get(mode))
             r.latencies_ms.append((time.perf_counter() - t0) * 1000)
+            r.cpu_ms.append((time.process_time() - c0) * 1000)
             r.scores.add(q.category, ranked, q.evidence)
             ev = set(q.evidence)
             if not r.curve:
@@ -561,6 +563,7 @@ def run_eval(
         entry["by_category"] = r.scores.by_category()
         entry["query_ms_p50"] = round(percentile(r.latencies_ms, 50), 2)
         entry["query_ms_p95"] = round(percentile(r.latencies_ms, 95), 2)
+        entry["query_cpu_ms_p50"] = round(percentile(r.cpu_ms, 50), 2) if r.cpu_ms else None
         entry["recall_curve"] = [round(v / max(1, len(r.scores.rows)), 4) for v in r.curve]
         entry["by_conversation"] = per_conv.get(mode, {})
         by_mode[mode] = entry
@@ -675,7 +678,8 @@ def summary_line(results: Mapping[str, Any]) -> dict[str, Any]:
     head = HEADLINE if HEADLINE in results["by_mode"] else best
     b = results["by_mode"][head]
     out: dict[str, Any] = {}
-    for key in ("recall_at_10", "recall_at_5", "recall_at_25", "any_at_10", "all_at_10"):
+    for key in ("recall_at_10", "recall_at_5", "recall_at_25", "any_at_10", "all_at_10", "query_ms_p50",
+                "query_cpu_ms_p50"):
         if key in b:
             out[key] = b[key]
     out.update({

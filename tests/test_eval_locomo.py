@@ -203,9 +203,11 @@ def test_one_dev_conversation_end_to_end(tmp_path) -> None:
         assert r["all_at_10"] <= r["recall_at_10"] <= r["any_at_10"]
         assert set(r["by_category"]) == {"1", "2", "3", "4", "5"}
         assert len(r["recall_curve"]) == 25 and r["query_ms_p50"] <= r["query_ms_p95"]
+        assert r["query_cpu_ms_p50"] > 0  # CPU time per query (holds under load), beside the wall clock
     # BM25 alone finds well over a third of the evidence turns in the top 10 (0.56 measured)
     assert last["by_mode"]["bm25"]["recall_at_10"] > 0.4
     # the headline is the defaults row, whatever scores best (with the hash embedder, BM25 may)
     assert last["mode"] == "hybrid" and last["recall_at_10"] == last["by_mode"]["hybrid"]["recall_at_10"]
+    assert last["query_cpu_ms_p50"] == last["by_mode"]["hybrid"]["query_cpu_ms_p50"]
     full = json.loads((tmp_path / "full.json").read_text())
     assert full["turns"] == 419 and full["ingest_s"] > 0
