@@ -532,7 +532,9 @@ def run_eval(
             try:
                 t0 = time.perf_counter()
                 _use_disk(emb, True)
-                ingest(m, conv, summarize="derived" in modes, advance=bar.advance, style=style)
+                # every session rolled into its summary whatever modes run: the defaults search
+                # summaries too (a summary lifts its session), so every row needs the same store
+                ingest(m, conv, summarize=True, advance=bar.advance, style=style)
                 _use_disk(emb, False)  # timed queries pay for their own embedding
                 ingest_s += time.perf_counter() - t0
                 before = {mode: len(r.scores.rows) for mode, r in results.items()}

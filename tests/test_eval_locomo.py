@@ -183,6 +183,17 @@ def test_eval_on_the_tiny_conversation_through_the_api(tiny, tmp_path) -> None:
     assert len(h["folds"]) == 1 and h["folds"][0]["questions"] == 4 and 0.0 <= h["recall_at_10"] <= 1.0
 
 
+def test_every_run_ingests_the_same_store_whatever_modes_run(tiny, tmp_path, monkeypatch) -> None:
+    # the defaults search summaries too: a hybrid-only run must see the summaries a full run has
+    seen: list[bool] = []
+    real = ev.ingest
+    monkeypatch.setattr(ev, "ingest", lambda m, conv, *, summarize, **kw: seen.append(summarize) or real(
+        m, conv, summarize=summarize, **kw))
+    ev.run_eval([tiny], modes=["hybrid"], ks=(1, 5), store=tmp_path / "store", embedder="hash", progress=False,
+                log=lambda s: None)
+    assert seen == [True]
+
+
 def test_one_dev_conversation_end_to_end(tmp_path) -> None:
     if not (DEV / "26.json").exists():
         pytest.skip(f"LoCoMo dev data not found at {DEV} (see ../shared/data/README.md)")
