@@ -13,7 +13,7 @@ query handling and fusion):
 - ``bm25``, ``vector``: message chunks only, ``mode="text"`` / ``mode="vector"`` (participants'
   names and question words out of the query).
 - ``seed``: message chunks only, the seed's plain hybrid: ``vector_weight=0.7``, ``neighbors=0``,
-  ``session_weight=0``, ``speaker_weight=0``, ``time_weight=0`` (``SEED``): the baseline.
+  ``session_weight=0``, ``speaker_weight=0``, ``time_weight=0``, ``fusion="minmax"`` (``SEED``): the baseline.
 - ``hybrid``: ``Memory.search`` with no options at all (only ``top_k`` and ``min_score=0``): the
   product's defaults, the headline row.
 - ``derived``: the defaults over derived keys too (``kinds`` message, summary, fact): a fact hit
@@ -286,6 +286,7 @@ class SearchParams:
     session_weight: float = 0.3  # share of the best score of the same session
     speaker_weight: float = 0.15  # added to turns spoken by a participant the question names
     time_weight: float = 1.0  # added to turns from a period the question names
+    fusion: str = "zscore"  # how the vector and BM25 sides are fused
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for ``Memory.search``."""
@@ -293,7 +294,8 @@ class SearchParams:
 
 
 # The seed's plain hybrid (0.7 vector + 0.3 BM25, min-max, no context): the baseline row.
-SEED = SearchParams(vector_weight=0.7, neighbors=0.0, session_weight=0.0, speaker_weight=0.0, time_weight=0.0)
+SEED = SearchParams(vector_weight=0.7, neighbors=0.0, session_weight=0.0, speaker_weight=0.0, time_weight=0.0,
+                    fusion="minmax")
 # ``--holdout``: a small grid around the defaults (every free weight is a way to fit five
 # conversations); for each conversation the point best on the other four is scored on it.
 GRID = tuple(

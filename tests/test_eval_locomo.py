@@ -164,6 +164,7 @@ def test_modes_call_the_product_search_with_their_options(tiny, tmp_path) -> Non
     # the headline row is search() with no options at all
     assert set(hybrid) == {"user", "top_k", "min_score"}
     assert seed["kinds"] == ["message"] and seed["vector_weight"] == 0.7 and seed["time_weight"] == 0.0
+    assert seed["fusion"] == "minmax"  # the seed's fusion, whatever the product's default
 
 
 def test_eval_on_the_tiny_conversation_through_the_api(tiny, tmp_path) -> None:
