@@ -28,6 +28,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import mmap
 import os
 import warnings
 from array import array
@@ -373,8 +374,7 @@ class ArrowLog(BatchLog):
         """
         cpath = self._checkpoint_path(partition)
         try:
-            with open(cpath, "rb") as f:
-                data = f.read()
+            f = open(cpath, "rb")
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -382,7 +382,8 @@ class ArrowLog(BatchLog):
                           stacklevel=4)
             return None
         try:
-            loaded = self._parse_checkpoint(partition, data, segs)
+            with f:
+                loaded = self._parse_checkpoint(partition, f, segs)
         except Exception as e:  # noqa: BLE001 - any damage or staleness: the segments are the truth
             warnings.warn(f"eidetica: ignoring log checkpoint {cpath}: {e}; scanning every segment", CheckpointWarning,
                           stacklevel=4)
@@ -397,18 +398,28 @@ class ArrowLog(BatchLog):
         self._covered[partition] = head
         return resume
 
-    def _parse_checkpoint(self, partition: int, data: bytes, segs: list[str]) -> tuple[Any, ...]:
-        """Check a checkpoint file's bytes against its digest and the segments on disk; decode it."""
-        if not data.startswith(CHECKPOINT_MAGIC):
+    def _parse_checkpoint(self, partition: int, f: Any, segs: list[str]) -> tuple[Any, ...]:
+        """Check a checkpoint file against its digest and the segments on disk; decode it.
+
+        The digest is checked by reading the file in chunks; the arrays are then views of a
+        read-only memory map whose pages are given back once decoded, so the id map and the
+        batch table cost page cache rather than process memory until a lookup touches them.
+        """
+        if f.read(len(CHECKPOINT_MAGIC)) != CHECKPOINT_MAGIC:
             raise ValueError("not a log checkpoint")
-        pos = len(CHECKPOINT_MAGIC)
-        digest = data[pos : pos + 64].decode("ascii", "replace")
-        rest = memoryview(data)[pos + 65 :]
-        if hashlib.sha256(rest).hexdigest() != digest:
+        digest = f.read(65)[:64].decode("ascii", "replace")
+        h = hashlib.sha256()
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+        if h.hexdigest() != digest:
             raise ValueError("checksum mismatch")
-        nl = data.index(b"\n", pos + 65) - (pos + 65)
-        header = json.loads(bytes(rest[:nl]))
-        body = rest[nl + 1 :]
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        pos = len(CHECKPOINT_MAGIC) + 65
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            raise ValueError("checkpoint header is not terminated")
+        header = json.loads(data[pos:nl])
+        body = memoryview(data)[nl + 1 :]
         if header.get("version") != CHECKPOINT_VERSION:
             raise ValueError(f"checkpoint format {header.get('version')} is not {CHECKPOINT_VERSION}")
         if header["partition"] != partition or header["partitions"] != self.partitions:
@@ -460,6 +471,7 @@ class ArrowLog(BatchLog):
         versions = dict(zip(streams, arrays["stream_version"].tolist()))
         batch_cols = (firsts, counts, _LocTable(names, seg, start, end))
         resume = (covered, ends[-1]) if covered else None
+        data.madvise(mmap.MADV_DONTNEED)  # decoded: lookups fault back in the few pages they touch
         return head, ids, versions, stream_offsets, batch_cols, resume
 
     def _maybe_checkpoint(self, partition: int) -> None:
