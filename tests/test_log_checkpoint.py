@@ -106,6 +106,16 @@ def test_damaged_or_stale_checkpoint_is_refused_with_a_warning(tmp_path) -> None
     assert after["head"] == truth["head"] and after["versions"] == truth["versions"]
 
 
+def test_redact_writes_a_fresh_checkpoint_for_the_moved_batches(tmp_path) -> None:
+    path = tmp_path / "log"
+    grow(path, 0, 20, checkpoint_events=1)
+    before = (path / "p000" / CHECKPOINT_NAME).read_bytes()
+    with ArrowLog(path, checkpoint_events=1) as log:
+        log.redact({0: {4, 5, 40}})
+    assert (path / "p000" / CHECKPOINT_NAME).read_bytes() != before
+    assert checkpointed(path) == full_scan(path)
+
+
 def test_covered_batches_lost_by_a_power_failure_make_the_checkpoint_stale(tmp_path) -> None:
     # the checkpoint covers the last segment's batches; if the file comes back shorter (its
     # tail was never on disk), the checkpoint must not vouch for offsets that are gone
