@@ -683,9 +683,11 @@ class ArrowLog(BatchLog):
         for p, wanted in offsets.items():
             if not wanted:
                 continue
-            part = self._part(p)
+            by_path: dict[str, list[_BatchEntry]] = {}
+            for e in self._part(p).batches:  # built once: entries of a checkpointed prefix are made on demand
+                by_path.setdefault(e.locator.path, []).append(e)
             for path in self.segments(p):
-                entries = [e for e in part.batches if e.locator.path == path]
+                entries = by_path.get(path, [])
                 if not entries or not any(e.first <= o < e.first + e.count for o in wanted for e in entries):
                     continue
                 tmp = path + ".compact"

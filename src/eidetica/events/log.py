@@ -243,7 +243,7 @@ class _IdIndex:
 
     def maybe_merge(self) -> None:
         """Merge the recent ids into the arrays once they are many (keeps memory per id small)."""
-        if len(self.recent) >= max(self.MERGE_AT, len(self.cols[0]) // 4):
+        if len(self.recent) >= self.MERGE_AT:  # a merge copies the arrays once: O(n) per MERGE_AT appends
             self.merge()
 
     def merge(self) -> None:
