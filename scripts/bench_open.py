@@ -98,6 +98,48 @@ def child(path: str, project: bool) -> None:
     os._exit(0)  # no close: the next run must find the store as it was
 
 
+def log_child(path: str) -> None:
+    """In a fresh process: open only the store's log read-only (no checkpoint is written), print one JSON line."""
+    import resource
+
+    from eidetica.events import ArrowLog
+
+    rss0 = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    c0, t0 = time.process_time(), time.perf_counter()
+    log = ArrowLog(Path(path) / "log", readonly=True)
+    c1, t1 = time.process_time(), time.perf_counter()
+    rss = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    print(json.dumps({"log_open_cpu_s": c1 - c0, "log_open_s": t1 - t0, "log_rss_mib": rss - rss0, "events": log.head(),
+                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}), flush=True)
+    os._exit(0)
+
+
+def measure_log(path: Path, checkpoint: bool) -> dict:
+    """The log's own open in a fresh process, with its recovery checkpoint or with it moved away (a full scan)."""
+    ckpt = path / "log" / "p000" / "recovery.ckpt"
+    aside = ckpt.with_suffix(".aside")
+    if not checkpoint:
+        os.replace(ckpt, aside)
+    try:
+        out = subprocess.run([sys.executable, __file__, "--log-child", str(path)], check=True, capture_output=True, text=True)
+    finally:
+        if not checkpoint:
+            os.replace(aside, ckpt)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def log_opens(paths: dict[str, Path]) -> dict:
+    """Median log open CPU seconds and the RSS it adds, per store, with and without the checkpoint."""
+    out: dict = {}
+    for label, path in paths.items():
+        for mode, ck in (("", True), ("_full_scan", False)):
+            runs = [measure_log(path, ck) for _ in range(2)]
+            out[f"log_open_cpu_s_{label}{mode}"] = round(float(np.median([r["log_open_cpu_s"] for r in runs])), 3)
+            out[f"log_rss_mib_{label}{mode}"] = round(float(np.median([r["log_rss_mib"] for r in runs])), 1)
+        out[f"log_events_{label}"] = runs[0]["events"]
+    return out
+
+
 def measure(path: Path, snapshots: bool) -> dict:
     """One fresh-process open of a store, with its snapshot or with the snapshots moved away."""
     snaps, aside = path / "snapshots", path / "snapshots.aside"
@@ -198,9 +240,18 @@ def main() -> None:
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--project", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--actors-only", action="store_true", help="only the actors' first-use fold costs")
+    ap.add_argument("--log-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--log-only", nargs="+", default=None, metavar="STORE", help="only the log's own open, on built stores")
     a = ap.parse_args()
     if a.child:
         child(a.child, a.project)
+        return
+    if a.log_child:
+        log_child(a.log_child)
+        return
+    if a.log_only:
+        print(json.dumps({"bench": "open_log", **log_opens({Path(p).name: Path(p) for p in a.log_only}),
+                          "loadavg_1m": round(os.getloadavg()[0], 1)}))
         return
     if a.actors_only:
         print(json.dumps({"bench": "open_actors", **actor_folds(Path(tempfile.mkdtemp(prefix="bench-open-")), (200, 2000, 20000))}))
@@ -212,6 +263,9 @@ def main() -> None:
     try:
         for label, n in (("small", small), ("large", large)):
             path = root / f"store-{n}"
+            for moved in (path / "snapshots.aside", path / "log" / "p000" / "recovery.aside"):  # an interrupted run's
+                if moved.exists():
+                    os.replace(moved, moved.with_name("snapshots" if moved.name == "snapshots.aside" else "recovery.ckpt"))
             if not (path / "snapshots").is_dir():
                 shutil.rmtree(path, ignore_errors=True)
                 took = build(path, n)
@@ -228,6 +282,7 @@ def main() -> None:
                 result[f"first_read_ms_{label}{mode}"] = round(med("first_read_ms"), 1)
             result[f"import_s_{label}"] = round(float(np.median([r["import_s"] for r in runs])), 3)
         result["state_bytes_per_message"] = ram_per_message(root / f"store-{small}", small)
+        result.update(log_opens({"small": root / f"store-{small}", "large": root / f"store-{large}"}))
         result["actor_first_use"] = actor_folds(root, (200, 2000) if a.quick else (200, 2000, 20000))
         result["open_ratio_large_vs_small"] = round(result["open_s_large"] / result["open_s_small"], 2)
         result["open_cpu_ratio_large_vs_small"] = round(result["open_cpu_s_large"] / result["open_cpu_s_small"], 2)
