@@ -672,10 +672,17 @@ class BatchLog(EventLog):
             if not offs:
                 return []
             wanted = _holding(part, offs)
-        want = set(offs)
+        return self._read_rows(p, wanted, set(offs))
+
+    def _read_rows(self, partition: int, wanted: list[_BatchEntry], keep: set[int]) -> list[RecordedEvent]:
+        """The events at offsets ``keep`` of these batches: only their rows are decoded (a commit holds other streams too)."""
         out: list[RecordedEvent] = []
-        for batch in self._load(p, wanted):
-            out.extend(ev for ev in events_from_batch(batch) if ev.offset in want)
+        for entry, batch in zip(wanted, self._load(partition, wanted)):
+            rows = [o - entry.first for o in range(entry.first, entry.first + entry.count) if o in keep]
+            if len(rows) == batch.num_rows:
+                out.extend(events_from_batch(batch))
+            else:
+                out.extend(events_from_batch(batch.take(pa.array(rows, pa.int64()))))
         return out
 
     def read_offsets(self, offsets: Sequence[int], *, partition: int = 0) -> list[RecordedEvent]:
@@ -685,15 +692,7 @@ class BatchLog(EventLog):
         with part.cond:
             want = [o for o in want if 0 <= o < part.next_offset]
             wanted = _holding(part, want)
-        keep = set(want)
-        out: list[RecordedEvent] = []
-        for entry, batch in zip(wanted, self._load(partition, wanted)):
-            rows = [o - entry.first for o in range(entry.first, entry.first + entry.count) if o in keep]
-            if len(rows) == batch.num_rows:
-                out.extend(events_from_batch(batch))
-            else:
-                out.extend(events_from_batch(batch.take(pa.array(rows, pa.int64()))))
-        return out
+        return self._read_rows(partition, wanted, set(want))
 
     def head(self, partition: int = 0) -> int:
         """The offset the next event of a partition will get (== events committed)."""
