@@ -13,7 +13,7 @@ import pytest
 
 from eidetica.errors import InvalidInput
 from eidetica.events import ArrowLog
-from eidetica.events.arrow_log import CHECKPOINT_NAME, CheckpointWarning
+from eidetica.events.arrow_log import CHECKPOINT_MAGIC, CHECKPOINT_NAME, CheckpointWarning
 from eidetica.events.log import _IdIndex
 
 from .contracts.log import all_events, msg
@@ -91,7 +91,10 @@ def test_damaged_or_stale_checkpoint_is_refused_with_a_warning(tmp_path) -> None
     truth = full_scan(path)
     ckpt = path / "p000" / CHECKPOINT_NAME
     good = ckpt.read_bytes()
-    for damaged in (good[:-1] + bytes([good[-1] ^ 1]), good[: len(good) // 2], good.replace(b'"version": 1', b'"version": 0')):
+    body = good.index(b"\n", len(CHECKPOINT_MAGIC) + 65) + 1  # the id map's arrays start here
+    in_ids = good[: body + 3] + bytes([good[body + 3] ^ 1]) + good[body + 4 :]  # an id no structural check notices
+    for damaged in (good[:-1] + bytes([good[-1] ^ 1]), good[: len(good) // 2], good.replace(b'"version": 1', b'"version": 0'),
+                    in_ids):
         ckpt.write_bytes(damaged)
         with pytest.warns(CheckpointWarning), ArrowLog(path, readonly=True) as log:
             assert state(log) == truth
