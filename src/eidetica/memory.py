@@ -488,7 +488,8 @@ class Memory:
         """Search a user's conversations across sessions (optionally excluding the current one, or only one: ``session_id``).
 
         With no options this is the best configuration measured (BENCHMARKS.md): hybrid
-        vector + BM25 (min-max, 0.5 each), a message gains 0.2 of each adjacent message's
+        vector + BM25 (each side z-scored over the candidates, fused 0.5 each and scaled to
+        [0, 1]), a message gains 0.2 of each adjacent message's
         score and 0.3 of its session's best, messages of a person the query names gain 0.15,
         and messages from a period the query names ("in July 2023", "on May 3, 2023") rank
         first. Scores are calibrated (comparable across queries): ``min_score`` (0.40) drops
@@ -499,9 +500,10 @@ class Memory:
         each engine. ``vector_weight``: share of the vector side in hybrid scores. ``neighbors``
         / ``session_weight``: add that share of the adjacent messages' / the session's best
         score to a message. ``speaker_weight``: added to messages whose speaker the query names
-        ("what does Ana paint?" is answered by Ana). ``time_weight``: added to messages from a
-        period the query names (the dates leave the query text). ``fusion``: ``minmax``
-        (default), ``absolute`` or ``rrf``. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
+        ("what does Ana paint?" is answered by Ana). ``time_weight``: the share of the most a message
+        can score otherwise that is added to messages from a period the query names (1: they
+        rank first; the dates leave the query text). ``fusion``: ``zscore``
+        (default), ``minmax``, ``absolute`` or ``rrf``. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
         ``recency_half_life`` (scores halve per half-life of age at ``now``),
         ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
         """

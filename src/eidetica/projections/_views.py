@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import threading
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -22,7 +21,7 @@ from ._base import Projection
 from ._index import ChunkIndex, SearchHit
 from ._names import name_pattern, names_in, strip_names
 from ._projector import Projector
-from ._ranking import SELF, SearchOptions, speaker_label, time_windows
+from ._ranking import SELF, SearchOptions, time_windows
 from ._state import StateProjection
 
 __all__ = ["LocalViews", "ModelView", "model_slug"]
@@ -91,9 +90,6 @@ class LocalViews:
         self.model_id = embedder.model_id
         self.index_dir = path / "index" / model_slug(embedder.model_id)
         self.rebuilt_after_damage: str | None = None
-        # (tenant, user) -> (sessions and their message counts, participants' names)
-        self._names: dict[tuple[str, str], tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}
-        self._names_lock = threading.Lock()
         try:
             self._open(embedder)
             self.projector.catch_up()
@@ -142,34 +138,14 @@ class LocalViews:
         self.projector.catch_up()
 
     def participant_names(self, tenant: str, user: str) -> frozenset[str]:
-        """Names of the participants of a user's conversations (cached until a session grows).
+        """Names of the participants of a user's conversations, from the folded state (no log read).
 
         A message's ``metadata["name"]``, or, when it has none, the ``"Name: "`` label its
         content starts with (a label counts once it starts at least two messages, so a lone
         "Note: ..." is not taken for a person).
         """
-        sessions = self.state.sessions(tenant, user)
-        sig = tuple((s.session_id, s.message_count) for s in sessions)
-        with self._names_lock:
-            cached = self._names.get((tenant, user))
-        if cached is not None and cached[0] == sig:
-            return cached[1]
-        names: set[str] = set()
-        labels: dict[str, int] = {}
-        for s in sessions:
-            got = self.state.names(tenant, s.session_id)
-            if got:
-                names.update(got)
-                continue
-            # no metadata names in this session: look for "Name: " labels in the bodies (read
-            # from the log; cached with the sessions' message counts above)
-            for msg in self.state.messages(tenant, s.session_id):
-                if (label := speaker_label(msg.content)) is not None:
-                    labels[label] = labels.get(label, 0) + 1
-        out = frozenset(names | {n for n, c in labels.items() if c >= 2})
-        with self._names_lock:
-            self._names[(tenant, user)] = (sig, out)
-        return out
+        names, labels = self.state.participants(tenant, user)
+        return frozenset(names | {n for n, c in labels.items() if c >= 2})
 
     def query(
         self, embedder: Embedder, tenant: str, query: str, *, user: str | None, mode: str = "hybrid",
@@ -181,7 +157,7 @@ class LocalViews:
         call, embedding with its own embedder. ``search``: the index's filters and ``top_k``.
         """
         options = dict(options or {})
-        # At most one lookup per search: even a cache hit walks the user's sessions to check it.
+        # At most one lookup of the participants per search
         people: frozenset[str] | None = None
         q = query
         # The user's own name ("Where does Ada live?" in Ada's memory): what she said is in the
