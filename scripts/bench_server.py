@@ -3,6 +3,12 @@ from 1 client vs 16 concurrent clients, on the same store and queries, in one ru
 
 Targets (issue 18): HTTP adds at most 3 ms to search p50; 16 clients reach at least 5x one
 client's append rate. Prints progress lines, then one JSON object on the last line.
+
+Appends also report their CPU: ``server_cpu_ms_per_append`` (the server process) and
+``client_cpu_ms_per_append`` (this process: every client thread), both over the 16-client
+phase, and ``one_client_latency_ms``. Together they bound the speedup any number of clients
+can reach on this machine: ``ceiling_speedup = cores * one_client_latency / (server + client CPU
+per append)`` (16 clients cannot finish appends faster than the cores can pay for them).
 """
 
 from __future__ import annotations
