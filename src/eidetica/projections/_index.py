@@ -139,7 +139,10 @@ class ChunkIndex(BulkRebuild, Projection):
     ``optimize()`` pays off (many small fragments or unindexed rows; idle ``maintain()``
     checks too, at most every ``maintain_interval`` seconds);
     ``cleanup_after``: age of old table versions ``optimize()`` deletes; ``ann``: overrides
-    of ``ANN_DEFAULTS`` (partitions, sample rate, iterations, nprobes).
+    of ``ANN_DEFAULTS`` (partitions, sample rate, iterations, nprobes); ``scan_rows``: the largest
+    scope (a tenant, a user, a user's kinds of rows) whose vector queries are answered by an
+    exact scan in memory, loaded on its first query (``_scan``; larger scopes go to LanceDB),
+    ``scan_cache_rows``: rows held in memory for such scans in all (least recently used dropped).
     """
 
     name = "chunks"
@@ -155,6 +158,8 @@ class ChunkIndex(BulkRebuild, Projection):
         ann: dict[str, Any] | None = None,
         cleanup_after: dt.timedelta = dt.timedelta(seconds=30),
         maintain_interval: float = 30.0,
+        scan_rows: int = 20_000,
+        scan_cache_rows: int = 100_000,
     ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise InvalidInput("dim", "must be a positive int", dim)
@@ -162,6 +167,9 @@ class ChunkIndex(BulkRebuild, Projection):
             raise InvalidInput("ann_threshold", "must be a positive int", ann_threshold)
         if not isinstance(optimize_every, int) or optimize_every < 1:
             raise InvalidInput("optimize_every", "must be a positive int", optimize_every)
+        for name, v in (("scan_rows", scan_rows), ("scan_cache_rows", scan_cache_rows)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InvalidInput(name, "must be an int >= 0", v)
         self.name = name
         self.path = os.fspath(path)
         self.dim = dim
@@ -183,6 +191,8 @@ class ChunkIndex(BulkRebuild, Projection):
         if self._lance.stored_dim() != dim:
             raise DimensionMismatch(self._lance.stored_dim(), dim)
         self._lance.ann_parts = int(self._meta.get("ann_partitions", 0))
+        self._lance.scans.scope_rows = scan_rows
+        self._lance.scans.cache_rows = scan_cache_rows
         self._text = TantivyChunks(os.path.join(self.path, "text"))
         # Keys Tantivy may hold that LanceDB does not. LanceDB is written first, so a process
         # that died between a LanceDB delete or drop and the Tantivy commit left such documents
@@ -408,6 +418,8 @@ class ChunkIndex(BulkRebuild, Projection):
                 "checkpoint": dict(self._ckpt),
                 "skipped_events": self._skipped,
                 "marks": len(self._marks.dels) + len(self._marks.confs),
+                "scan": {"scopes": len(self._lance.scans.scopes), "rows": self._lance.scans.rows(),
+                         "scope_rows": self._lance.scans.scope_rows},
             }
 
     def search(
@@ -473,7 +485,7 @@ class ChunkIndex(BulkRebuild, Projection):
         terms = query_terms(text, stopwords=opts.stopwords) if (text is not None and mode != "vector") else []
         vec_hits: list[tuple[str, float]] = []
         txt_hits: list[tuple[float, Row]] = []
-        # one user's facts are scanned in memory in well under a thread hand-off: no overlap needed
+        # a small scope loaded in memory is scanned in well under a thread hand-off: no overlap needed
         if mode == "hybrid" and terms and not self._lance.answers_in_memory(f):
             fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow, filters=f)
             txt_hits = self._text.search(f, terms, fetch)
