@@ -168,3 +168,29 @@ def test_larger_scopes_go_to_lancedb_and_the_budget_holds(tmp_path) -> None:
     compare(w, "a", kinds=["message"], user_id="u")
     assert w.idx.stats()["scan"]["rows"] == 0
     w.close()
+
+
+def test_a_vector_given_as_a_callable_is_computed_while_bm25_runs(tmp_path) -> None:
+    w = World(tmp_path)
+    fill(w)
+    q = w.rng.standard_normal(DIM).astype(np.float32)
+    calls: list[int] = []
+
+    def later() -> np.ndarray:
+        calls.append(1)
+        return q
+
+    for kw in (dict(), dict(kinds=["fact", "message"], user_id="u")):
+        want = w.idx.search(tenant="a", text="word1 fact", vector=q, top_k=8, min_score=None, **kw)
+        got = w.idx.search(tenant="a", text="word1 fact", vector=later, top_k=8, min_score=None, **kw)
+        assert [(h.id, h.score) for h in got] == [(h.id, h.score) for h in want]
+    assert len(calls) == 2
+    w.idx.search(tenant="a", text="word1", vector=later, mode="text")  # text only: never embedded
+    assert len(calls) == 2
+
+    def broken() -> np.ndarray:
+        raise RuntimeError("model down")
+
+    with pytest.raises(RuntimeError, match="model down"):
+        w.idx.search(tenant="a", text="word1", vector=broken)
+    w.close()

@@ -478,8 +478,12 @@ class Memory:
                 people = self.participant_names(user)
             options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
         opts = SearchOptions.check(**options)  # validated before any work: bad input changes nothing
-        vector = self.embedder.embed([q])[0] if mode != "text" else None
         self._sync()
+        vector: Any = None
+        if mode != "text" and isinstance(self.views, LocalViews):
+            vector = lambda: self.embedder.embed([q])[0]  # noqa: E731 - embedded while the index's BM25 side runs
+        elif mode != "text":
+            vector = self.embedder.embed([q])[0]  # a remote index: the vector travels
         kw = dict(
             tenant=self.tenant, text=q, vector=vector, top_k=top_k, mode=mode, kinds=kinds, user_id=user,
             category=category, exclude_session=exclude_session, session_id=session_id, min_score=min_score,

@@ -64,7 +64,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -427,7 +427,7 @@ class ChunkIndex(BulkRebuild, Projection):
         *,
         tenant: str,
         text: str | None = None,
-        vector: np.ndarray | None = None,
+        vector: np.ndarray | Callable[[], np.ndarray] | None = None,
         top_k: int = 10,
         mode: str = "hybrid",
         kinds: Sequence[str] | None = None,
@@ -445,7 +445,8 @@ class ChunkIndex(BulkRebuild, Projection):
 
         Scoring options come as one ``SearchOptions`` (``options``), or as its field names
         (``option_fields``, validated by ``SearchOptions.check``), not both; see the module
-        docstring and ``_ranking`` for the scores.
+        docstring and ``_ranking`` for the scores. ``vector`` may be a callable returning the
+        query's vector: it is called while the BM25 side runs in another thread.
         """
         if mode not in MODES:
             raise InvalidInput("mode", f"must be one of {', '.join(MODES)}", mode)
@@ -461,14 +462,18 @@ class ChunkIndex(BulkRebuild, Projection):
             raise InvalidInput("options", "must be a SearchOptions", options)
         opts = options if options is not None else SearchOptions.check(**option_fields)
         f = Filters.build(tenant, kinds, user_id, session_id, exclude_session, category, since, until)
-        qvec = self._query_vector(vector)
-        if text is None and qvec is None:
+        # a callable vector (the query's embedding, computed on demand) is called while the
+        # text side runs in another thread: the model's time and BM25's overlap
+        later = vector if callable(vector) else None
+        qvec = None if later is not None else self._query_vector(vector)
+        has_vec = later is not None or qvec is not None
+        if text is None and not has_vec:
             raise InvalidInput("text", "give text, vector, or both")
-        if mode == "hybrid" and qvec is None:
+        if mode == "hybrid" and not has_vec:
             mode = "text"
         elif mode == "hybrid" and text is None:
             mode = "vector"
-        elif mode == "vector" and qvec is None:
+        elif mode == "vector" and not has_vec:
             mode = "text"
         elif mode == "text" and text is None:
             mode = "vector"
@@ -485,6 +490,16 @@ class ChunkIndex(BulkRebuild, Projection):
         terms = query_terms(text, stopwords=opts.stopwords) if (text is not None and mode != "vector") else []
         vec_hits: list[tuple[str, float]] = []
         txt_hits: list[tuple[float, Row]] = []
+        if later is not None and mode == "hybrid" and terms:
+            txt_fut = self._executor().submit(self._text.search, f, terms, fetch)
+            try:
+                qvec = self._query_vector(later())
+            finally:
+                txt_hits = txt_fut.result()
+            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
+            return self._ranked(mode, f, vec_hits, txt_hits, n, top_k, min_score, opts, qvec, terms)
+        if later is not None and mode != "text":
+            qvec = self._query_vector(later())
         # a small scope loaded in memory is scanned in well under a thread hand-off: no overlap needed
         if mode == "hybrid" and terms and not self._lance.answers_in_memory(f):
             fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow, filters=f)
@@ -496,6 +511,11 @@ class ChunkIndex(BulkRebuild, Projection):
                 txt_hits = self._text.search(f, terms, fetch)
         else:
             txt_hits = self._text.search(f, terms, fetch)
+        return self._ranked(mode, f, vec_hits, txt_hits, n, top_k, min_score, opts, qvec, terms)
+
+    def _ranked(self, mode: str, f: Filters, vec_hits: list[tuple[str, float]], txt_hits: list[tuple[float, Row]],
+                n: int, top_k: int, min_score: float | None, opts: SearchOptions, qvec: np.ndarray | None,
+                terms: Sequence[str]) -> list[SearchHit]:
         vec_hits = sorted(vec_hits, key=lambda h: (h[1], h[0]))[:n]
         txt_hits = sorted(txt_hits, key=lambda h: (-h[0], -h[1].ts, h[1].key))[:n]
         return self._fuse(mode, f, vec_hits, txt_hits, top_k, min_score, opts, qvec, terms)
