@@ -220,7 +220,7 @@ class LanceChunks:
         self._stream: StreamedAdd | None = None  # an open bulk append (rebuild), see bulk_add
         # small scopes (a tenant, a user, a user's kinds) answered by an exact scan in memory,
         # loaded on their first query and kept in step by every write below (see _scan)
-        self.scans = ExactScans(dim, self._load_scope)
+        self.scans = ExactScans(dim, self._load_scope, self.count)
 
     # -- opening -----------------------------------------------------------------------
     def _open(self) -> Any:

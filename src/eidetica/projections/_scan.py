@@ -11,8 +11,8 @@ exactly, with the same rows and distances as LanceDB's exact filtered scan.
   its tenant, user and kinds (the smallest such scope); the other filters (session, excluded
   session, category, time) are masks over the scope's columns.
 * Nothing is loaded at open: a scope is read from the table on the first query it would
-  answer (the narrowest scope for that query's filters). A scope with more than ``scope_rows``
-  rows is not kept (remembered as too large; such queries go to LanceDB, ANN included) until
+  answer (the narrowest scope for that query's filters), after a count of its rows. A scope
+  with more than ``scope_rows`` rows is not read (remembered as too large; such queries go to LanceDB, ANN included) until
   ``clear()`` (a rebuild, a compaction rewrite, a drop). All loaded scopes together hold at
   most ``cache_rows`` rows: the least recently used go first.
 * Loaded scopes are kept in step by the owner's writes: ``upsert`` adds or replaces rows a
@@ -150,9 +150,11 @@ def scope_where(key: ScopeKey) -> str:
 class ExactScans:
     """Loaded scopes (least recently used first), their budget, and the scopes known to be too large."""
 
-    def __init__(self, dim: int, load: Loader, *, scope_rows: int = 20_000, cache_rows: int = 100_000) -> None:
+    def __init__(self, dim: int, load: Loader, count: Callable[[str], int], *, scope_rows: int = 20_000,
+                 cache_rows: int = 100_000) -> None:
         self.dim = dim
         self._load = load
+        self._count = count  # rows matching a filter: a large scope is found too large without reading it
         self.scope_rows = scope_rows  # a larger scope is left to LanceDB
         self.cache_rows = cache_rows  # rows in all loaded scopes together
         self.scopes: OrderedDict[ScopeKey, Scope] = OrderedDict()
@@ -176,8 +178,12 @@ class ExactScans:
                 key = scope_key(f)
                 if key in self.too_large or self.scope_rows <= 0:
                     return None
+                where = scope_where(key)
+                if self._count(where) > self.scope_rows:
+                    self.too_large.add(key)
+                    return None
                 s = Scope(key, self.dim)
-                for rows, mat in self._load(scope_where(key), self.scope_rows + 1):
+                for rows, mat in self._load(where, self.scope_rows + 1):
                     for row, v in zip(rows, mat):
                         s.add(row, v)
                     if len(s) > self.scope_rows:
