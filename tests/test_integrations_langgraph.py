@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("langgraph")
@@ -23,10 +24,16 @@ from eidetica.providers import HashEmbedder  # noqa: E402
 
 
 class Clock:
-    """A clock the test moves (TTL decisions read it)."""
+    """A clock the test moves (TTL decisions read it); a served store reads it from ``sink``."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink: Path | None = None) -> None:
+        self.sink = sink
         self.now = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name == "now" and getattr(self, "sink", None) is not None:
+            self.sink.write_text(value.isoformat())  # type: ignore[union-attr]
 
     def __call__(self) -> dt.datetime:
         return self.now
@@ -34,15 +41,24 @@ class Clock:
 
 class Env:
     """A store over a real eidetica memory; ``reopen()`` closes it and, in the "reopened" mode,
-    deletes the views and opens the store again, so every answer after it comes from replay."""
+    deletes the views and opens the store again, so every answer after it comes from replay.
+    In the "served" mode the memory is ``eidetica.connect()`` to a real server process, in a
+    tenant of its own (a fresh store)."""
 
-    def __init__(self, path: Path, mode: str, **store_kw: Any) -> None:
-        self.path, self.mode, self.store_kw = path, mode, store_kw
-        self.clock = Clock()
+    def __init__(self, path: Path, mode: str, served: Any = None, **store_kw: Any) -> None:
+        self.path, self.mode, self.served, self.store_kw = path, mode, served, store_kw
+        self.clock = Clock(served.clock_file if served is not None else None)
         self.memory = self._open()
         self.store = EideticaStore(self.memory, **store_kw)
 
     def _open(self) -> Any:
+        if self.served is not None:
+            import uuid
+
+            from eidetica._server import KeyStore
+
+            _, key = KeyStore(self.served.store).create(f"t-{uuid.uuid4().hex[:12]}")
+            return eidetica.connect(self.served.url, api_key=key)
         return eidetica.open(self.path, embedder=HashEmbedder(dim=64), clock=self.clock)
 
     def reopen(self) -> EideticaStore:
@@ -54,9 +70,30 @@ class Env:
         return self.store
 
 
-@pytest.fixture(params=["fresh", "reopened"])
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One real `eidetica serve` process for the module's served-mode tests (each test gets its own tenant)."""
+    from tests.served import Served
+
+    d = tmp_path_factory.mktemp("served")
+    (d / "clock").write_text(Clock().now.isoformat())
+    server = Served(d / "store", clock_file=d / "clock").start()
+    yield server
+    server.stop()
+
+
+MODES = ["fresh", "reopened", pytest.param("served", marks=pytest.mark.slow)]
+TTL_MODES = ["reopened", pytest.param("served", marks=pytest.mark.slow)]
+
+
+def make_env(path: Path, mode: str, request: pytest.FixtureRequest, **store_kw: Any) -> Env:
+    """An Env in ``mode``; "served" goes through eidetica.connect() to the module's server."""
+    return Env(path, mode, request.getfixturevalue("served") if mode == "served" else None, **store_kw)
+
+
+@pytest.fixture(params=MODES)
 def env(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    e = Env(tmp_path / "store", request.param)
+    e = make_env(tmp_path / "store", request.param, request)
     yield e
     e.memory.close()
 
@@ -234,8 +271,9 @@ def test_search_pagination_and_edge_queries(env: Env) -> None:
     assert s.search(("other",), query="test") == []
 
 
-def test_index_fields_as_json_paths(tmp_path: Path) -> None:
-    e = Env(tmp_path / "s", "reopened", index={"dims": 64, "fields": ["title", "tags[*]"]})
+@pytest.mark.parametrize("mode", TTL_MODES)
+def test_index_fields_as_json_paths(tmp_path: Path, mode: str, request: pytest.FixtureRequest) -> None:
+    e = make_env(tmp_path / "s", mode, request, index={"dims": 64, "fields": ["title", "tags[*]"]})
     try:
         e.store.put(("docs",), "a", {"title": "volcano hiking", "tags": ["lava"], "body": "zebra zebra zebra"})
         e.store.put(("docs",), "b", {"title": "city tour", "tags": ["museum"], "body": "volcano"})
@@ -244,10 +282,11 @@ def test_index_fields_as_json_paths(tmp_path: Path) -> None:
         assert s.search(("docs",), query="volcano")[0].key == "a"  # "volcano" in b's body is not indexed
         assert s.search(("docs",), query="museum")[0].key == "b"
         # only the named fields reach the text index: a's body and c's title were left out
-        index = e.memory.index
-        assert index.search(tenant="default", text="zebra safari", mode="text", kinds=["item"]) == []
-        assert [h.source_id for h in index.search(tenant="default", text="lava", mode="text", kinds=["item"])] == [
-            s.memory.items.get(("docs",), "a").item_id]
+        if mode != "served":
+            index = e.memory.index
+            assert index.search(tenant="default", text="zebra safari", mode="text", kinds=["item"]) == []
+            assert [h.source_id for h in index.search(tenant="default", text="lava", mode="text", kinds=["item"])] == [
+                s.memory.items.get(("docs",), "a").item_id]
         with pytest.raises(InvalidInput, match="index.dims"):
             EideticaStore(e.memory, index={"dims": 3})
         with pytest.raises(InvalidInput, match="index.embed"):
@@ -257,8 +296,9 @@ def test_index_fields_as_json_paths(tmp_path: Path) -> None:
 
 
 # -- TTL ------------------------------------------------------------------------------------
-def test_ttl_refresh_on_read_and_sweep(tmp_path: Path) -> None:
-    e = Env(tmp_path / "s", "reopened", ttl={"default_ttl": 2.0, "refresh_on_read": True})
+@pytest.mark.parametrize("mode", TTL_MODES)
+def test_ttl_refresh_on_read_and_sweep(tmp_path: Path, mode: str, request: pytest.FixtureRequest) -> None:
+    e = make_env(tmp_path / "s", mode, request, ttl={"default_ttl": 2.0, "refresh_on_read": True})
     try:
         s = e.store
         assert s.supports_ttl
@@ -281,8 +321,9 @@ def test_ttl_refresh_on_read_and_sweep(tmp_path: Path) -> None:
         e.memory.close()
 
 
-def test_ttl_omit_expired_hides_before_the_sweep(tmp_path: Path) -> None:
-    e = Env(tmp_path / "s", "fresh", ttl={"default_ttl": 1.0, "omit_expired": True, "refresh_on_read": False})
+@pytest.mark.parametrize("mode", ["fresh", pytest.param("served", marks=pytest.mark.slow)])
+def test_ttl_omit_expired_hides_before_the_sweep(tmp_path: Path, mode: str, request: pytest.FixtureRequest) -> None:
+    e = make_env(tmp_path / "s", mode, request, ttl={"default_ttl": 1.0, "omit_expired": True, "refresh_on_read": False})
     try:
         e.store.put(("t",), "k", {"v": 1})
         e.clock.now += dt.timedelta(minutes=2)
@@ -428,3 +469,61 @@ def test_bad_item_input_names_the_field_and_writes_nothing(tmp_path: Path) -> No
         assert m.log.head(0) == head and m.items.namespaces() == []
         with pytest.raises(InvalidInput, match="limit"):
             m.items.search(("a",), limit=-1)
+
+
+# -- filters travel as data (they cross the server): LangGraph's semantics --------------------------
+def test_filter_matcher_agrees_with_langgraph_and_refuses_unknown_operators(tmp_path: Path) -> None:
+    from langgraph.store.memory import _compare_values
+
+    from eidetica._items import check_filter, matches
+
+    values = [{"color": "red", "score": 4.5, "tags": ["a", "b"], "meta": {"k": 1, "j": "x"}},
+              {"color": "blue", "score": 3, "tags": ["a"], "meta": {"k": 2}}, {"color": None, "score": 3.5}]
+    filters = [{"color": "red"}, {"color": {"$ne": "red"}}, {"color": {"$eq": "blue"}}, {"score": {"$gt": 3.5}},
+               {"score": {"$gte": 3.5, "$lt": 4.5}}, {"score": {"$lte": 3}}, {"tags": ["a", "b"]}, {"tags": ["b", "a"]},
+               {"meta": {"k": 1}}, {"meta": {"k": {"$gt": 1}}}, {"color": "red", "score": {"$gt": 4}}, {"missing": None}]
+    for value in values:
+        for flt in filters:
+            want = all(_compare_values(value.get(k), v) for k, v in flt.items())
+            assert matches(value, check_filter("filter", flt)) == want, (value, flt)
+    assert not matches({"n": "x"}, {"n": {"$gt": 1}}) and not matches({}, {"n": {"$lt": 1}})  # no TypeError
+    for bad, field in [({"a": {"$regex": "x"}}, "filter.a"), ({"a": {"$gt": "3"}}, r"filter.a.\$gt"), ([1], "filter"),
+                       ({"m": {"n": {"$in": [1]}}}, "filter.m.n")]:
+        with pytest.raises(InvalidInput, match=field):
+            check_filter("filter", bad)
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        with pytest.raises(InvalidInput, match="filter.color"):
+            EideticaStore(m).search(("a",), filter={"color": {"$like": "r%"}})
+
+
+@pytest.mark.slow
+def test_items_over_the_server_bad_input_is_a_4xx_naming_the_field_and_tenants_are_apart(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    e = make_env(tmp_path / "s", "served", request)
+    m = e.memory
+    try:
+        ok = {"namespace": ["a"], "key": "k", "value": {"x": 1}, "user": "u", "texts": ["x"]}
+        for bad, field in [({"value": [1]}, "ops[1].value"), ({"key": 3}, "ops[1].key"), ({"namespace": ["a.b"]}, "ops[1].namespace"),
+                           ({"ttl": -1}, "ops[1].ttl"), ({"user": ""}, "ops[1].user")]:
+            with pytest.raises(InvalidInput, match=field.replace("[", r"\[").replace("]", r"\]")):
+                m.items.put([ok, dict(ok, **bad)])
+        assert m.items.namespaces() == []
+        for call, field in [(lambda: m.items.search(["a"], limit=-1), "limit"),
+                            (lambda: m.items.search(["a"], filter={"x": {"$foo": 1}}), "filter.x"),
+                            (lambda: m.items.get(["a"], 5), "key"), (lambda: m.items.search(["a"], refresh_ttl="yes"), "refresh_ttl")]:
+            with pytest.raises(InvalidInput, match=field):
+                call()
+        r = httpx.post(m.url + "/v1/items", json={"ops": [dict(ok, key=3)]}, headers={"Authorization": f"Bearer {m.api_key}"})
+        assert r.status_code == 400 and r.json()["field"] == "ops[0].key"
+        r = httpx.post(m.url + "/v1/items", json={"ops": [ok], "tenant": "x"}, headers={"Authorization": f"Bearer {m.api_key}"})
+        assert r.status_code == 400 and m.items.namespaces() == []  # no request names a tenant
+        # the key's tenant, and only it: another key sees none of these items
+        e.store.put(("alice", "prefs"), "food", {"text": "likes ramen"})
+        other = make_env(tmp_path / "t", "served", request)
+        try:
+            assert other.store.get(("alice", "prefs"), "food") is None and other.store.list_namespaces() == []
+            assert other.store.search(("alice",), query="ramen") == []
+            assert [i.key for i in e.store.search(("alice",), query="ramen")] == ["food"]
+        finally:
+            other.memory.close()
+    finally:
+        m.close()

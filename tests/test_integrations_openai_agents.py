@@ -66,13 +66,41 @@ async def two_turns(session: Any) -> ScriptedModel:
     return model
 
 
-def test_runner_two_turns_and_the_same_answers_as_sqlite_session(tmp_path: Path) -> None:
-    asyncio.run(_compare(tmp_path))
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One real `eidetica serve` process for the module (each test gets its own tenant)."""
+    from tests.served import Served
+
+    server = Served(tmp_path_factory.mktemp("served") / "store").start()
+    yield server
+    server.stop()
 
 
-async def _compare(tmp_path: Path) -> None:
+def open_memory(tmp_path: Path, mode: str, request: pytest.FixtureRequest) -> Any:
+    """``eidetica.open`` on tmp_path, or ``eidetica.connect()`` to the module's server in a fresh tenant."""
+    if mode == "served":
+        import uuid
+
+        from eidetica._server import KeyStore
+
+        server = request.getfixturevalue("served")
+        _, key = KeyStore(server.store).create(f"t-{uuid.uuid4().hex[:12]}")
+        return eidetica.connect(server.url, api_key=key)
+    return eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64))
+
+
+MODES = ["local", pytest.param("served", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_runner_two_turns_and_the_same_answers_as_sqlite_session(tmp_path: Path, mode: str,
+                                                                 request: pytest.FixtureRequest) -> None:
+    asyncio.run(_compare(tmp_path, open_memory(tmp_path, mode, request), mode))
+
+
+async def _compare(tmp_path: Path, memory: Any, mode: str) -> None:
     sqlite = SQLiteSession("conv-1", str(tmp_path / "agents.db"))
-    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64)) as m:
+    with memory as m:
         ours = EideticaSession("conv-1", m, user="alice")
         model = await two_turns(ours)
         await two_turns(sqlite)
@@ -89,8 +117,9 @@ async def _compare(tmp_path: Path) -> None:
         # pop_item / clear_session behave as SQLiteSession's
         assert await ours.pop_item() == await sqlite.pop_item()
         assert await ours.get_items() == await sqlite.get_items()
-        events = [e.type for e in m.log.read_stream(m.runtime.session(m.tenant, "conv-1", "alice").stream)]
-        assert events[-1] == "MessageRetracted" and events.count("MessageAppended") == len(items)  # an event, not a rewrite
+        if mode == "local":
+            events = [e.type for e in m.log.read_stream(m.runtime.session(m.tenant, "conv-1", "alice").stream)]
+            assert events[-1] == "MessageRetracted" and events.count("MessageAppended") == len(items)  # an event, not a rewrite
         await ours.add_items([{"role": "user", "content": "one more"}])
         await sqlite.add_items([{"role": "user", "content": "one more"}])
         assert await ours.get_items() == await sqlite.get_items()
@@ -100,9 +129,9 @@ async def _compare(tmp_path: Path) -> None:
         assert await ours.pop_item() is None and await sqlite.pop_item() is None
         await ours.add_items([{"role": "user", "content": "after the clear"}])
         assert await ours.get_items() == [{"role": "user", "content": "after the clear"}]
-    # reopened: the session is a fold of the log
-    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64)) as m:
-        assert await EideticaSession("conv-1", m, user="alice").get_items() == [{"role": "user", "content": "after the clear"}]
+    if mode == "local":  # reopened: the session is a fold of the log
+        with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64)) as m:
+            assert await EideticaSession("conv-1", m, user="alice").get_items() == [{"role": "user", "content": "after the clear"}]
     sqlite.close()
 
 

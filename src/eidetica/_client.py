@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Optional, Sequence
 from urllib.parse import quote
 
 import httpx
@@ -25,16 +25,19 @@ import msgspec
 from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
 from .errors import EideticaError, InvalidInput, NotFound
-from .projections._state import SessionInfo
+from .projections._state import ItemInfo, SessionInfo
 from ._wire import error_from_body
 
-__all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules"]
+__all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules", "RemoteItems"]
 
 _HITS = msgspec.json.Decoder(list[Hit])
 _MESSAGES = msgspec.json.Decoder(list[Message])
 _SESSIONS = msgspec.json.Decoder(list[SessionInfo])
 _SCHEDULE = msgspec.json.Decoder(ScheduleInfo)
 _SCHEDULES = msgspec.json.Decoder(list[ScheduleInfo])
+_ITEM = msgspec.json.Decoder(Optional[ItemInfo])
+_FOUND = msgspec.json.Decoder(list[tuple[ItemInfo, Optional[float]]])
+_POPPED = msgspec.json.Decoder(Optional[Message])
 
 
 def _q(segment: str) -> str:
@@ -73,6 +76,7 @@ class RemoteMemory:
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(timeout, connect=5.0),
                                   transport=transport)
         self.schedules = RemoteSchedules(self)
+        self.items = RemoteItems(self)
         self._closed = False
         info = self._call("GET", "/v1/stats")
         self.tenant: str = info["tenant"]
@@ -344,6 +348,11 @@ class RemoteSession:
         """Forget this session."""
         self._m._send("DELETE", self._path)
 
+    def pop(self) -> Message | None:
+        """Take back the last message (an event: ``MessageRetracted``); returns it, None when empty."""
+        self.flush()
+        return _POPPED.decode(self._m._send("POST", self._path + "/pop", retry="connect").content)
+
     def __len__(self) -> int:
         self.flush()
         return int(self._m._call("GET", self._path)["messages"])
@@ -398,3 +407,56 @@ class RemoteSchedules:
         body = {"run": run, "next_run_at": next_run_at, "user": user}
         return _SCHEDULE.decode(self._m._send("POST", f"/v1/schedules/{_q(schedule_id)}/runs", json=body,
                                               retry="connect").content)
+
+
+class RemoteItems:
+    """``Memory.items`` over HTTP: the key-value items under the LangGraph store, same API."""
+
+    def __init__(self, memory: RemoteMemory) -> None:
+        self._m = memory
+
+    @staticmethod
+    def _ns(field: str, namespace: Any) -> list[Any]:
+        if isinstance(namespace, (str, bytes)) or not isinstance(namespace, Sequence):
+            raise InvalidInput(field, "must be a tuple of strings", namespace)
+        return list(namespace)
+
+    def put(self, ops: Sequence[Mapping[str, Any]]) -> int:
+        """Write items (see ``Memory.items.put``); returns the last log offset (-1 when nothing was written)."""
+        if isinstance(ops, (str, bytes, Mapping)) or not isinstance(ops, Sequence):
+            raise InvalidInput("ops", "must be a list of dicts")
+        return int(self._m._call("POST", "/v1/items", json={"ops": list(ops)}, retry="connect")["offset"])
+
+    def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = False,
+            omit_expired: bool = False) -> ItemInfo | None:
+        """The item at (namespace, key), or None."""
+        body = {"namespace": self._ns("namespace", namespace), "key": key, "refresh_ttl": refresh_ttl,
+                "omit_expired": omit_expired}
+        return _ITEM.decode(self._m._send("POST", "/v1/items/get", json=body).content)
+
+    def search(self, prefix: Sequence[str] = (), *, query: str | None = None, filter: Mapping[str, Any] | None = None,  # noqa: A002
+               limit: int = 10, offset: int = 0, refresh_ttl: bool = False,
+               omit_expired: bool = False) -> list[tuple[ItemInfo, float | None]]:
+        """Items under ``prefix`` passing ``filter``, ranked by hybrid search when ``query`` is given."""
+        body = {"prefix": self._ns("prefix", prefix), "query": query, "filter": filter, "limit": limit, "offset": offset,
+                "refresh_ttl": refresh_ttl, "omit_expired": omit_expired}
+        return _FOUND.decode(self._m._send("POST", "/v1/items/search", json=body).content)
+
+    def touch(self, items: Sequence[ItemInfo]) -> None:
+        """Refresh the TTL of these items (a write: ``ItemTouched``)."""
+        refs = [{"namespace": list(it.namespace), "key": it.key} for it in items if it.ttl_minutes is not None]
+        if refs:
+            self._m._send("POST", "/v1/items/touch", json={"items": refs}, retry="connect")
+
+    def namespaces(self) -> list[tuple[str, ...]]:
+        """Namespaces holding at least one item, sorted."""
+        return [tuple(ns) for ns in self._m._call("GET", "/v1/items/namespaces")]
+
+    def embedder(self) -> tuple[str, int]:
+        """The served store's embedding model id and dimension."""
+        info = self._m._call("GET", "/v1/items/embedder")
+        return info["model_id"], int(info["dim"])
+
+    def sweep(self, now: dt.datetime | None = None) -> int:
+        """Delete every expired item of the tenant; returns how many."""
+        return int(self._m._call("POST", "/v1/items/sweep", json={"now": now}, retry="connect")["deleted"])

@@ -8,14 +8,14 @@ chunk index (kind ``item``), so a query search is eidetica's hybrid search.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Callable, Sequence
+from typing import Any, Mapping, Sequence
 
 from .actors._text import check_id
 from .errors import InvalidInput
 from .events.streams import parse_stream
 from .projections import ItemInfo
 
-__all__ = ["Items", "ItemInfo", "check_namespace"]
+__all__ = ["Items", "ItemInfo", "check_namespace", "check_filter", "matches"]
 
 _MAX_SCAN = 10_000  # chunk rows asked of the index at most, per search
 
@@ -32,6 +32,67 @@ def check_namespace(field: str, namespace: Any, *, allow_empty: bool = False) ->
     return namespace
 
 
+_OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
+_ORDER = {"$gt": lambda a, b: a > b, "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
+
+
+def check_filter(field: str, flt: Any) -> dict[str, Any] | None:
+    """A LangGraph search filter as data: ``{key: value}`` (equality, nested dicts and lists
+    compared as JSON) or ``{key: {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": value}}``."""
+    if flt is None:
+        return None
+    if not isinstance(flt, Mapping) or not all(isinstance(k, str) for k in flt):
+        raise InvalidInput(field, "must be a dict of field names to values or {operator: value}", flt)
+
+    def walk(path: str, v: Any) -> None:
+        if isinstance(v, Mapping):
+            ops = [k for k in v if isinstance(k, str) and k.startswith("$")]
+            if ops:
+                bad = [k for k in v if k not in _OPERATORS]
+                if bad:
+                    raise InvalidInput(path, f"unknown operator {bad[0]!r}; use one of {sorted(_OPERATORS)}", v)
+                for op in ("$gt", "$gte", "$lt", "$lte"):
+                    if op in v and (isinstance(v[op], bool) or not isinstance(v[op], (int, float))):
+                        raise InvalidInput(f"{path}.{op}", "must be a number", v[op])
+            else:
+                for k, sub in v.items():
+                    walk(f"{path}.{k}", sub)
+
+    for k, v in flt.items():
+        walk(f"{field}.{k}", v)
+    return dict(flt)
+
+
+def _compare(value: Any, want: Any) -> bool:
+    """LangGraph's filter semantics (its stores compare JSONB-like; a missing or non-numeric
+    value fails an order comparison rather than raising)."""
+    if isinstance(want, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in want):
+            for op, target in want.items():
+                if op == "$eq":
+                    ok = value == target
+                elif op == "$ne":
+                    ok = value != target
+                else:
+                    try:
+                        ok = _ORDER[op](float(value), float(target))
+                    except (TypeError, ValueError):
+                        ok = False
+                if not ok:
+                    return False
+            return True
+        return isinstance(value, Mapping) and all(_compare(value.get(k), v) for k, v in want.items())
+    if isinstance(want, (list, tuple)):
+        return (isinstance(value, (list, tuple)) and len(value) == len(want)
+                and all(_compare(a, b) for a, b in zip(value, want)))
+    return bool(value == want)
+
+
+def matches(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
+    """Whether an item's value passes a filter checked by ``check_filter``."""
+    return flt is None or all(_compare(value.get(k), v) for k, v in flt.items())
+
+
 def _check_ttl(field: str, ttl: Any) -> float | None:
     if ttl is None:
         return None
@@ -45,6 +106,20 @@ class Items:
 
     def __init__(self, memory: Any) -> None:  # the Memory facade (imported by it: no import back)
         self._m = memory
+        self._recovered = False
+
+    def _users(self) -> list[str]:
+        """Users of the tenant with an items stream."""
+        return sorted({parse_stream(s)[2] for s in self._m.log.streams()  # type: ignore[attr-defined]
+                       if s.startswith("items:") and parse_stream(s)[1] == self._m.tenant})
+
+    def _recover(self) -> None:
+        """Once per handle: build every item owner's actor, which embeds puts whose vectors a crash
+        kept from the log (written behind the put); ``_sync`` then waits for them."""
+        if not self._recovered:
+            for u in self._users():
+                self._m.runtime.items(self._m.tenant, u)
+            self._recovered = True
 
     def _now(self) -> dt.datetime:
         return self._m.clock()
@@ -88,6 +163,8 @@ class Items:
 
     def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = False, omit_expired: bool = False) -> ItemInfo | None:
         """The item at (namespace, key), or None."""
+        if isinstance(namespace, str) or not isinstance(namespace, Sequence):
+            raise InvalidInput("namespace", "must be a tuple of strings", namespace)
         ns = check_namespace("namespace", tuple(namespace))
         if not isinstance(key, str):
             raise InvalidInput("key", "must be a string", key)
@@ -113,36 +190,43 @@ class Items:
         prefix: Sequence[str] = (),
         *,
         query: str | None = None,
-        where: Callable[[ItemInfo], bool] | None = None,
+        filter: Mapping[str, Any] | None = None,  # noqa: A002 - LangGraph's name for it
         limit: int = 10,
         offset: int = 0,
         refresh_ttl: bool = False,
         omit_expired: bool = False,
     ) -> list[tuple[ItemInfo, float | None]]:
-        """Items under ``prefix`` that ``where`` admits: ranked by hybrid search when ``query`` is
-        given (items without a match follow, scoreless), else newest update first."""
+        """Items under ``prefix`` whose value passes ``filter`` (see ``check_filter``): ranked by hybrid
+        search when ``query`` is given (items without a match follow, scoreless), else newest update first."""
+        if isinstance(prefix, str) or not isinstance(prefix, Sequence):
+            raise InvalidInput("prefix", "must be a tuple of strings", prefix)
         pre = check_namespace("prefix", tuple(prefix), allow_empty=True)
+        flt = check_filter("filter", filter)
+        for name, v in (("refresh_ttl", refresh_ttl), ("omit_expired", omit_expired)):
+            if not isinstance(v, bool):
+                raise InvalidInput(name, "must be true or false", v)
         for name, v in (("limit", limit), ("offset", offset)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise InvalidInput(name, "must be an int >= 0", v)
         if query is not None and not isinstance(query, str):
             raise InvalidInput("query", "must be a string or None", query)
+        self._recover()
         self._m._sync()
         want = offset + limit
         if limit == 0:
             return []
         if query is not None and query.strip():
-            out = self._ranked(query, pre, where, omit_expired, want)[offset:want]
+            out = self._ranked(query, pre, flt, omit_expired, want)[offset:want]
         else:
             admitted = (it for it in self._m.state.items(self._m.tenant, pre)
-                        if self._live(it, omit_expired) and (where is None or where(it)))
+                        if self._live(it, omit_expired) and matches(it.value, flt))
             out = [(it, None) for k, it in zip(range(want), admitted)][offset:]
         if refresh_ttl:
             self.touch([it for it, _ in out])
         return out
 
     def _ranked(
-        self, query: str, prefix: tuple[str, ...], where: Callable[[ItemInfo], bool] | None, omit_expired: bool, want: int
+        self, query: str, prefix: tuple[str, ...], flt: dict[str, Any] | None, omit_expired: bool, want: int
     ) -> list[tuple[ItemInfo, float | None]]:
         """Hybrid search over item rows; admitted items are looked up per hit, so a query costs
         what the engines return, not the size of the namespace."""
@@ -155,7 +239,7 @@ class Items:
 
         def admit(it: ItemInfo | None) -> bool:
             return (it is not None and it.namespace[:n] == prefix and self._live(it, omit_expired)
-                    and (where is None or where(it)))
+                    and matches(it.value, flt))
 
         k = min(_MAX_SCAN, max(20, 2 * want))
         while True:
@@ -176,6 +260,10 @@ class Items:
             out += [(it, None) for _, it in zip(range(want - len(out)), rest)]
         return out
 
+    def embedder(self) -> tuple[str, int]:
+        """The store's embedding model id and dimension (what item texts are embedded with)."""
+        return self._m.embedder.model_id, int(self._m.embedder.dim)
+
     def namespaces(self) -> list[tuple[str, ...]]:
         """Namespaces holding at least one item, sorted."""
         self._m._sync()
@@ -184,8 +272,7 @@ class Items:
     def sweep(self, now: dt.datetime | None = None) -> int:
         """Delete every expired item of the tenant (``ItemDeleted``, reason "expired"); returns how many."""
         self._m._sync()
-        users = sorted({parse_stream(s)[2] for s in self._m.log.streams()  # type: ignore[attr-defined]
-                        if s.startswith("items:") and parse_stream(s)[1] == self._m.tenant})
+        users = self._users()
         n = sum(self._m.runtime.items(self._m.tenant, u).sweep(now) for u in users)
         if n:
             self._m._sync()

@@ -214,10 +214,17 @@ class Memory:
         """The projector that feeds the views from the log."""
         return self.views.projector
 
+    def _drain_items(self) -> None:
+        """Wait for item vectors written behind their puts (part of "your writes")."""
+        behind = getattr(self.runtime, "items_behind", None)
+        if behind is not None:
+            behind.drain()
+
     def _sync(self) -> None:
         """Read your own writes: apply everything committed before answering."""
         if self._closed:
             raise InvalidInput("memory", "is closed")
+        self._drain_items()
         with self._qlock:
             applied = self.projector.catch_up()
             if applied and applied >= 5_000:
@@ -656,11 +663,13 @@ class Memory:
 
     def export(self, path: str | os.PathLike[str]) -> int:
         """Write this tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
+        self._drain_items()
         return export_events(self.log, self.tenant, path)
 
     def import_(self, path: str | os.PathLike[str]) -> int:
         """Append events exported by ``export`` into this tenant (idempotent by event id)."""
         n = import_events(self.log, self.tenant, path)
+        self.items._recovered = False  # imported puts may still want their vectors (written behind)
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the log on next use
         self._sync()

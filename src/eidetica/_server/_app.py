@@ -517,7 +517,98 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
             n = await anyio.to_thread.run_sync(m.import_, target)
         return _json({"imported": n})
 
+    _item_routes(app, M)
     return app
+
+
+# -- items: the key-value store under framework adapters (LangGraph BaseStore) -------------------
+class ItemsPutIn(_Body):
+    """Item writes (``Memory.items.put``): namespace, key, value (null deletes), user, texts, ttl."""
+
+    ops: Any = None
+
+
+class ItemGetIn(_Body):
+    """One item by namespace and key."""
+
+    namespace: Any = None
+    key: Any = None
+    refresh_ttl: Any = False
+    omit_expired: Any = False
+
+
+class ItemSearchIn(_Body):
+    """Items under a namespace prefix, filtered (LangGraph's operators, as data), ranked by a query."""
+
+    prefix: Any = ()
+    query: Any = None
+    filter: Any = None
+    limit: Any = 10
+    offset: Any = 0
+    refresh_ttl: Any = False
+    omit_expired: Any = False
+
+
+class ItemRefIn(_Body):
+    """An item named by namespace and key."""
+
+    namespace: Any = None
+    key: Any = None
+
+
+class ItemTouchIn(_Body):
+    """Items whose TTL to refresh."""
+
+    items: list[ItemRefIn]
+
+
+def _item_routes(app: FastAPI, M: Any) -> None:
+    """``/v1/items``: ``Memory.items`` over HTTP, in the key's tenant; plus a session's ``pop``
+    (what the Agents SDK session's ``pop_item`` calls)."""
+
+    @app.post("/v1/items", tags=["items"], status_code=201)
+    def put_items(body: ItemsPutIn, m: Memory = M) -> Response:
+        """Put or delete many items in one call per owning user; returns the last offset."""
+        return _json({"offset": m.items.put(body.ops)}, 201)
+
+    @app.post("/v1/items/get", tags=["items"])
+    def get_item(body: ItemGetIn, m: Memory = M) -> Response:
+        """The item at (namespace, key), or null."""
+        return _json(m.items.get(body.namespace, body.key, refresh_ttl=body.refresh_ttl, omit_expired=body.omit_expired))
+
+    @app.post("/v1/items/search", tags=["items"])
+    def search_items(body: ItemSearchIn, m: Memory = M) -> Response:
+        """``[item, score]`` pairs: hybrid search with a query, else newest update first."""
+        kw = _set(body)
+        return _json(m.items.search(kw.pop("prefix", ()), **kw))
+
+    @app.get("/v1/items/namespaces", tags=["items"])
+    def item_namespaces(m: Memory = M) -> Response:
+        """Namespaces holding at least one item, sorted."""
+        return _json(m.items.namespaces())
+
+    @app.get("/v1/items/embedder", tags=["items"])
+    def item_embedder(m: Memory = M) -> Response:
+        """The model id and dimension item texts are embedded with."""
+        model_id, dim = m.items.embedder()
+        return _json({"model_id": model_id, "dim": dim})
+
+    @app.post("/v1/items/touch", tags=["items"])
+    def touch_items(body: ItemTouchIn, m: Memory = M) -> Response:
+        """Refresh the TTL of these items (those that exist); returns how many were found."""
+        found = [it for it in (m.items.get(r.namespace, r.key) for r in body.items) if it is not None]
+        m.items.touch(found)
+        return _json({"touched": len(found)})
+
+    @app.post("/v1/items/sweep", tags=["items"])
+    def sweep_items(body: SweepIn = Body(SweepIn()), m: Memory = M) -> Response:
+        """Delete every expired item of the tenant; returns how many."""
+        return _json({"deleted": m.items.sweep(body.now)})
+
+    @app.post("/v1/users/{user}/sessions/{session_id}/pop", tags=["sessions"])
+    def pop_message(user: str, session_id: str, m: Memory = M) -> Response:
+        """Take back the session's last message (``MessageRetracted``); returns it, null when empty."""
+        return _json(m.session(session_id, user=user).pop())
 
 
 class Guard:

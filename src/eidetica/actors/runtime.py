@@ -12,7 +12,7 @@ from ..events import EventLog
 from ..providers import LLM, Embedder
 from ._config import MemoryConfig
 from .curator import FactCurator
-from .items import ItemsActor
+from .items import ItemsActor, WriteBehind
 from .notes import NotesActor
 from .schedules import SchedulesActor
 from .session import SessionActor
@@ -26,7 +26,7 @@ ACTOR_KINDS = ("session", "curator", "notes", "schedules", "items", "summarizer"
 
 def make_actor(
     kind: str, log: EventLog, args: tuple, embedder: Embedder, llm: LLM, config: MemoryConfig,
-    clock: Callable[[], dt.datetime],
+    clock: Callable[[], dt.datetime], behind: WriteBehind | None = None,
 ) -> Any:
     """A plain actor of ``kind`` over ``log`` (``args``: its tenant and ids); every runtime builds them here."""
     if kind == "session":
@@ -38,7 +38,7 @@ def make_actor(
     if kind == "schedules":
         return SchedulesActor(log, *args, config, clock)
     if kind == "items":
-        return ItemsActor(log, *args, embedder, clock)
+        return ItemsActor(log, *args, embedder, clock, behind)
     if kind == "summarizer":
         return Summarizer(log, llm, embedder, config)
     raise InvalidInput("kind", f"must be one of {', '.join(ACTOR_KINDS)}", kind)
@@ -88,10 +88,12 @@ class LocalRuntime(Runtime):
         self.clock = clock
         self._lock = threading.Lock()
         self._actors: dict[tuple[str, ...], Any] = {}
+        # item puts' vectors are embedded in batches behind the puts; Memory._sync waits for them
+        self.items_behind = WriteBehind(embedder)
         self._summarizer = self._make("summarizer", ())
 
     def _make(self, kind: str, args: tuple) -> Any:
-        return make_actor(kind, self.log, args, self.embedder, self.llm, self.config, self.clock)
+        return make_actor(kind, self.log, args, self.embedder, self.llm, self.config, self.clock, self.items_behind)
 
     def _get(self, key: tuple[str, ...], make: Callable[[], Any]) -> Any:
         with self._lock:
@@ -139,6 +141,7 @@ class LocalRuntime(Runtime):
             self._actors.pop(("session", tenant, session_id), None)
 
     def close(self) -> None:
-        """Drop every actor."""
+        """Finish the items' write-behind queue, then drop every actor."""
+        self.items_behind.close()
         with self._lock:
             self._actors.clear()

@@ -267,6 +267,9 @@ class ItemPut(Event, frozen=True):
     indexed: bool = True  # False: stored but not searchable by query (``put(..., index=False)``)
     ttl_minutes: float | None = None
     expires_at: dt.datetime | None = None
+    # set when the item's vectors are written behind the put (a later ``ChunksEmbedded`` of the
+    # item): the texts to embed, so a crash before that append is recovered by embedding them
+    texts: list[str] | None = None
 
 
 class ItemDeleted(Event, frozen=True):

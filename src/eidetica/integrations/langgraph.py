@@ -35,9 +35,10 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.embed import get_text_at_path, tokenize_path
 
-# LangGraph's reference semantics for filters and namespace match conditions (the same
-# functions its InMemoryStore runs), so the two stores agree by construction.
-from langgraph.store.memory import _compare_values, _does_match
+# LangGraph's reference semantics for namespace match conditions (the function its InMemoryStore
+# runs), so the two stores agree by construction. Filters travel as data to ``Memory.items``
+# (they cross the server); a test checks its matcher against LangGraph's on the same cases.
+from langgraph.store.memory import _does_match
 
 from .._items import ItemInfo
 from ..errors import InvalidInput
@@ -82,12 +83,12 @@ class EideticaStore(BaseStore):
             return None
         if not isinstance(index, dict):
             raise InvalidInput("index", "must be a dict with dims / embed / fields", index)
-        dim = memory.embedder.dim
+        model_id, dim = memory.items.embedder()
         if index.get("dims") not in (None, dim):
             raise InvalidInput("index.dims", f"must be the store's embedding dimension {dim}", index.get("dims"))
         if index.get("embed") not in (None, "eidetica"):
             # vectors are recorded in the log and replayed, never recomputed: one model per store
-            raise InvalidInput("index.embed", f"eidetica embeds with the store's model ({memory.embedder.model_id}); leave it out")
+            raise InvalidInput("index.embed", f"eidetica embeds with the store's model ({model_id}); leave it out")
         fields = index.get("fields")
         if fields is not None and (not isinstance(fields, list) or not all(isinstance(f, str) for f in fields)):
             raise InvalidInput("index.fields", "must be a list of JSON paths", fields)
@@ -156,12 +157,9 @@ class EideticaStore(BaseStore):
         return None if it is None else _item(it)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        where = None
-        if op.filter:
-            flt = dict(op.filter)
-            where = lambda it: all(_compare_values(it.value.get(k), v) for k, v in flt.items())  # noqa: E731
         found = self.memory.items.search(
-            op.namespace_prefix, query=op.query, where=where, limit=op.limit, offset=op.offset,
+            op.namespace_prefix, query=op.query, filter=dict(op.filter) if op.filter else None, limit=op.limit,
+            offset=op.offset,
             refresh_ttl=op.refresh_ttl, omit_expired=self._omit_expired(),
         )
         return [_search_item(it, score) for it, score in found]
