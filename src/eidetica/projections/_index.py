@@ -516,6 +516,7 @@ class ChunkIndex(BulkRebuild, Projection):
     def _ranked(self, mode: str, f: Filters, vec_hits: list[tuple[str, float]], txt_hits: list[tuple[float, Row]],
                 n: int, top_k: int, min_score: float | None, opts: SearchOptions, qvec: np.ndarray | None,
                 terms: Sequence[str]) -> list[SearchHit]:
+        """Cut each side's candidates at ``n`` by (score, recency, key), then fuse them."""
         vec_hits = sorted(vec_hits, key=lambda h: (h[1], h[0]))[:n]
         txt_hits = sorted(txt_hits, key=lambda h: (-h[0], -h[1].ts, h[1].key))[:n]
         return self._fuse(mode, f, vec_hits, txt_hits, top_k, min_score, opts, qvec, terms)
