@@ -194,3 +194,14 @@ def test_a_vector_given_as_a_callable_is_computed_while_bm25_runs(tmp_path) -> N
     with pytest.raises(RuntimeError, match="model down"):
         w.idx.search(tenant="a", text="word1", vector=broken)
     w.close()
+
+
+def test_scan_sizes_are_checked(tmp_path) -> None:
+    from eidetica.errors import InvalidInput
+
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidInput, match="scan_rows"):
+            ChunkIndex(tmp_path / "idx", dim=DIM, scan_rows=bad)
+    idx = ChunkIndex(tmp_path / "idx", dim=DIM, scan_rows=5, scan_cache_rows=0)
+    assert idx.name == "chunks" and idx.stats()["scan"]["scope_rows"] == 5
+    idx.close()

@@ -167,9 +167,9 @@ class ChunkIndex(BulkRebuild, Projection):
             raise InvalidInput("ann_threshold", "must be a positive int", ann_threshold)
         if not isinstance(optimize_every, int) or optimize_every < 1:
             raise InvalidInput("optimize_every", "must be a positive int", optimize_every)
-        for name, v in (("scan_rows", scan_rows), ("scan_cache_rows", scan_cache_rows)):
+        for field, v in (("scan_rows", scan_rows), ("scan_cache_rows", scan_cache_rows)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise InvalidInput(name, "must be an int >= 0", v)
+                raise InvalidInput(field, "must be an int >= 0", v)
         self.name = name
         self.path = os.fspath(path)
         self.dim = dim
