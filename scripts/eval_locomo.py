@@ -13,7 +13,7 @@ query handling and fusion):
 - ``bm25``, ``vector``: message chunks only, ``mode="text"`` / ``mode="vector"`` (participants'
   names and question words out of the query).
 - ``seed``: message chunks only, the seed's plain hybrid: ``vector_weight=0.7``, ``neighbors=0``,
-  ``session_weight=0``, ``speaker_weight=0``, ``time_weight=0`` (``SEED``): the baseline.
+  ``session_weight=0``, ``speaker_weight=0``, ``time_weight=0``, ``fusion="minmax"`` (``SEED``): the baseline.
 - ``hybrid``: ``Memory.search`` with no options at all (only ``top_k`` and ``min_score=0``): the
   product's defaults, the headline row.
 - ``derived``: the defaults over derived keys too (``kinds`` message, summary, fact): a fact hit
@@ -286,6 +286,7 @@ class SearchParams:
     session_weight: float = 0.3  # share of the best score of the same session
     speaker_weight: float = 0.15  # added to turns spoken by a participant the question names
     time_weight: float = 1.0  # added to turns from a period the question names
+    fusion: str = "zscore"  # how the vector and BM25 sides are fused
 
     def options(self) -> dict[str, Any]:
         """Keyword arguments for ``Memory.search``."""
@@ -293,7 +294,8 @@ class SearchParams:
 
 
 # The seed's plain hybrid (0.7 vector + 0.3 BM25, min-max, no context): the baseline row.
-SEED = SearchParams(vector_weight=0.7, neighbors=0.0, session_weight=0.0, speaker_weight=0.0, time_weight=0.0)
+SEED = SearchParams(vector_weight=0.7, neighbors=0.0, session_weight=0.0, speaker_weight=0.0, time_weight=0.0,
+                    fusion="minmax")
 # ``--holdout``: a small grid around the defaults (every free weight is a way to fit five
 # conversations); for each conversation the point best on the other four is scored on it.
 GRID = tuple(
@@ -454,6 +456,7 @@ class ModeResult:
 
     scores: Scores
     latencies_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)  # process CPU time per query: holds under load
     curve: list[float] = field(default_factory=list)  # summed recall at k = 1..max k
 
 
@@ -474,9 +477,10 @@ def evaluate_conversation(
         for mode in modes:
             r = results[mode]
             clear_cache()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             ranked = retrieve(m, conv, q.question, mode, kmax, (params or {}).get(mode))
             r.latencies_ms.append((time.perf_counter() - t0) * 1000)
+            r.cpu_ms.append((time.process_time() - c0) * 1000)
             r.scores.add(q.category, ranked, q.evidence)
             ev = set(q.evidence)
             if not r.curve:
@@ -530,7 +534,9 @@ def run_eval(
             try:
                 t0 = time.perf_counter()
                 _use_disk(emb, True)
-                ingest(m, conv, summarize="derived" in modes, advance=bar.advance, style=style)
+                # every session rolled into its summary whatever modes run: the defaults search
+                # summaries too (a summary lifts its session), so every row needs the same store
+                ingest(m, conv, summarize=True, advance=bar.advance, style=style)
                 _use_disk(emb, False)  # timed queries pay for their own embedding
                 ingest_s += time.perf_counter() - t0
                 before = {mode: len(r.scores.rows) for mode, r in results.items()}
@@ -561,6 +567,7 @@ def run_eval(
         entry["by_category"] = r.scores.by_category()
         entry["query_ms_p50"] = round(percentile(r.latencies_ms, 50), 2)
         entry["query_ms_p95"] = round(percentile(r.latencies_ms, 95), 2)
+        entry["query_cpu_ms_p50"] = round(percentile(r.cpu_ms, 50), 2) if r.cpu_ms else None
         entry["recall_curve"] = [round(v / max(1, len(r.scores.rows)), 4) for v in r.curve]
         entry["by_conversation"] = per_conv.get(mode, {})
         by_mode[mode] = entry
@@ -675,7 +682,8 @@ def summary_line(results: Mapping[str, Any]) -> dict[str, Any]:
     head = HEADLINE if HEADLINE in results["by_mode"] else best
     b = results["by_mode"][head]
     out: dict[str, Any] = {}
-    for key in ("recall_at_10", "recall_at_5", "recall_at_25", "any_at_10", "all_at_10"):
+    for key in ("recall_at_10", "recall_at_5", "recall_at_25", "any_at_10", "all_at_10", "query_ms_p50",
+                "query_cpu_ms_p50"):
         if key in b:
             out[key] = b[key]
     out.update({

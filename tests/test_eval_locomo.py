@@ -164,6 +164,7 @@ def test_modes_call_the_product_search_with_their_options(tiny, tmp_path) -> Non
     # the headline row is search() with no options at all
     assert set(hybrid) == {"user", "top_k", "min_score"}
     assert seed["kinds"] == ["message"] and seed["vector_weight"] == 0.7 and seed["time_weight"] == 0.0
+    assert seed["fusion"] == "minmax"  # the seed's fusion, whatever the product's default
 
 
 def test_eval_on_the_tiny_conversation_through_the_api(tiny, tmp_path) -> None:
@@ -181,6 +182,17 @@ def test_eval_on_the_tiny_conversation_through_the_api(tiny, tmp_path) -> None:
     assert line["best_mode"] in res["by_mode"] and "recall_at_5" in line
     h = line["holdout"]  # one conversation: nothing to choose on, the first grid point is used
     assert len(h["folds"]) == 1 and h["folds"][0]["questions"] == 4 and 0.0 <= h["recall_at_10"] <= 1.0
+
+
+def test_every_run_ingests_the_same_store_whatever_modes_run(tiny, tmp_path, monkeypatch) -> None:
+    # the defaults search summaries too: a hybrid-only run must see the summaries a full run has
+    seen: list[bool] = []
+    real = ev.ingest
+    monkeypatch.setattr(ev, "ingest", lambda m, conv, *, summarize, **kw: seen.append(summarize) or real(
+        m, conv, summarize=summarize, **kw))
+    ev.run_eval([tiny], modes=["hybrid"], ks=(1, 5), store=tmp_path / "store", embedder="hash", progress=False,
+                log=lambda s: None)
+    assert seen == [True]
 
 
 def test_one_dev_conversation_end_to_end(tmp_path) -> None:
@@ -203,9 +215,11 @@ def test_one_dev_conversation_end_to_end(tmp_path) -> None:
         assert r["all_at_10"] <= r["recall_at_10"] <= r["any_at_10"]
         assert set(r["by_category"]) == {"1", "2", "3", "4", "5"}
         assert len(r["recall_curve"]) == 25 and r["query_ms_p50"] <= r["query_ms_p95"]
+        assert r["query_cpu_ms_p50"] > 0  # CPU time per query (holds under load), beside the wall clock
     # BM25 alone finds well over a third of the evidence turns in the top 10 (0.56 measured)
     assert last["by_mode"]["bm25"]["recall_at_10"] > 0.4
     # the headline is the defaults row, whatever scores best (with the hash embedder, BM25 may)
     assert last["mode"] == "hybrid" and last["recall_at_10"] == last["by_mode"]["hybrid"]["recall_at_10"]
+    assert last["query_cpu_ms_p50"] == last["by_mode"]["hybrid"]["query_cpu_ms_p50"]
     full = json.loads((tmp_path / "full.json").read_text())
     assert full["turns"] == 419 and full["ingest_s"] > 0

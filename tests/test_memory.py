@@ -497,6 +497,28 @@ def test_search_drops_participant_names_from_the_query(mem) -> None:
     assert mem.participant_names("ada") == {"Ana", "Ben", "Cy"}
 
 
+def test_a_search_catches_up_once_and_reads_no_message_body(tmp_path, clock, monkeypatch) -> None:
+    m = eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock)
+    try:
+        s = m.session("chat", user="ada")
+        for text in ("Ben: I paint every day", "Ana: I paint portraits", "Ben: see you", "Ana: bye"):
+            s.append("user", text)  # speakers from "Name: " labels only: folded at apply time
+        catch_ups: list[int] = []
+        catch_up = m.projector.catch_up
+        monkeypatch.setattr(m.projector, "catch_up", lambda: catch_ups.append(1) or catch_up())
+
+        def no_bodies(*a, **kw):
+            raise AssertionError("a search read message bodies")
+
+        monkeypatch.setattr(m.state, "messages", no_bodies)
+        hits = m.search("What does Ana paint?", user="ada", min_score=0.0)
+        assert len(catch_ups) == 1  # one look at the log heads per read
+        assert hits[0].text == "Ana: I paint portraits"  # "Ana" left the query and boosts her turns
+        assert m.participant_names("ada") == {"Ana", "Ben"}
+    finally:
+        m.close()
+
+
 def test_speaker_weight_prefers_what_the_named_participant_said(mem) -> None:
     s = mem.session("chat", user="ada")
     s.append("user", "Ben: I paint, I paint every day, painting is my life", metadata={"name": "Ben"})
@@ -522,14 +544,13 @@ def test_a_search_looks_up_participant_names_once(tmp_path, clock, monkeypatch) 
         s.append("user", "Ben: I paint every day", metadata={"name": "Ben"})
         s.append("user", "Ana: I paint portraits", metadata={"name": "Ana"})
         walks: list[str] = []
-        sessions = m.state.sessions
+        participants = m.state.participants
 
-        def counting(tenant, user=None, *a, **kw):
-            if user == "ada":
-                walks.append(user)
-            return sessions(tenant, user, *a, **kw)
+        def counting(tenant, user):
+            walks.append(user)
+            return participants(tenant, user)
 
-        monkeypatch.setattr(m.state, "sessions", counting)
+        monkeypatch.setattr(m.state, "participants", counting)
         q = "What does Ana paint?"
         for kw, n in (({"names": True, "speaker_weight": 0.5}, 1), ({"names": True}, 1),
                       ({"names": False, "speaker_weight": 0.5}, 1), ({"names": False, "speaker_weight": 0.0}, 0)):

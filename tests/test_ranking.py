@@ -8,12 +8,21 @@ import numpy as np
 import pytest
 
 from eidetica.errors import InvalidInput
-from eidetica.projections._ranking import SearchOptions, minmax, mmr, order, recency, smooth, speaker_bonus
+from eidetica.projections._ranking import SearchOptions, minmax, mmr, order, recency, smooth, speaker_bonus, zscore
 
 
 def test_minmax_maps_to_unit_range_and_constant_to_one() -> None:
     assert minmax(np.array([2.0, 4.0, 3.0])).tolist() == [0.0, 1.0, 0.5]
     assert minmax(np.array([5.0, 5.0])).tolist() == [1.0, 1.0]
+
+
+def test_zscore_standardises_and_constant_to_zero() -> None:
+    assert zscore(np.array([1.0, 2.0, 3.0])).tolist() == pytest.approx([-1.224744871, 0.0, 1.224744871])
+    assert zscore(np.array([4.0, 4.0])).tolist() == [0.0, 0.0]
+    # unlike min-max, one outlier keeps its distance from the rest: [0, 0, 0, 1] vs [0, 0, 0, 10]
+    # map to the same z-scores, and a side whose best stands out weighs more in a fused sum
+    assert zscore(np.array([0.0, 0.0, 0.0, 10.0])).tolist() == pytest.approx(zscore(np.array([0.0, 0.0, 0.0, 1.0])).tolist())
+    assert zscore(np.array([0.0, 0.0, 0.0, 1.0]))[-1] > zscore(np.array([0.0, 0.5, 0.7, 1.0]))[-1]
 
 
 def test_smooth_adds_neighbours_and_session_best_only_within_a_session() -> None:

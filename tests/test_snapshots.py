@@ -35,6 +35,9 @@ def reads(state: StateProjection, log: ArrowLog) -> dict:
     out = state.snapshot()
     out["names"] = {s.session_id: sorted(state.names("default", s.session_id))
                     for s in state.sessions("default", include_forgotten=True)}
+    out["labels"] = {s.session_id: state.labels("default", s.session_id)
+                     for s in state.sessions("default", include_forgotten=True)}
+    out["participants"] = {u: [sorted(x) for x in state.participants("default", u)] for u in USERS}
     out["embedder"] = state.embedder()
     return out
 
@@ -75,7 +78,10 @@ def random_history(m: eidetica.Memory, rng: random.Random, steps: int, path: Pat
         try:
             if op < 0.35:
                 meta = {"name": rng.choice(["Ann", "Bob", "Cyd"])} if rng.random() < 0.5 else {}
-                m.session(sid, user=u).append(rng.choice(["user", "assistant"]), f"message {i} of {sid} " * rng.randint(1, 8), meta)
+                # some unnamed messages carry a "Name: " speaker label (folded into the state)
+                label = f"{rng.choice(['Ann', 'Bob', 'Cyd'])}: " if not meta and rng.random() < 0.6 else ""
+                m.session(sid, user=u).append(rng.choice(["user", "assistant"]),
+                                              label + f"message {i} of {sid} " * rng.randint(1, 8), meta)
             elif op < 0.45:
                 subject = rng.choice(["tea", "jazz", "Lisbon"])
                 facts[u].append(m.remember(f"{u} likes {subject}" if rng.random() < 0.5 else f"{u} fact {i} on {subject}", user=u))

@@ -131,7 +131,6 @@ class Memory:
             self.log.close()
             raise
         self.extraction_failures = 0
-        self._names: dict[str, tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}  # user -> (sessions, names)
 
     def for_tenant(self, tenant: str) -> "Memory":
         """The same store seen as another tenant (shares the log, indices and actors)."""
@@ -140,7 +139,6 @@ class Memory:
         view = copy.copy(self)
         view.tenant = check_id("tenant", tenant)
         view._owner = False  # closing a view leaves the store open
-        view._names = {}
         view.schedules = view._schedules_face()
         view.items = Items(view)
         return view
@@ -425,26 +423,12 @@ class Memory:
         """
         check_id("user", user)
         self._sync()
-        sessions = self.state.sessions(self.tenant, user)
-        sig = tuple((s.session_id, s.message_count) for s in sessions)
-        cached = self._names.get(user)
-        if cached is not None and cached[0] == sig:
-            return cached[1]
-        names: set[str] = set()
-        labels: dict[str, int] = {}
-        for s in sessions:
-            got = self.state.names(self.tenant, s.session_id)
-            if got:
-                names.update(got)
-                continue
-            # no metadata names in this session: look for "Name: " labels in the bodies (read
-            # from the log; cached with the sessions' message counts above)
-            for msg in self.state.messages(self.tenant, s.session_id):
-                if (label := speaker_label(msg.content)) is not None:
-                    labels[label] = labels.get(label, 0) + 1
-        out = frozenset(names | {n for n, c in labels.items() if c >= 2})
-        self._names[user] = (sig, out)
-        return out
+        return self._participants(user)
+
+    def _participants(self, user: str) -> frozenset[str]:
+        """``participant_names`` without the sync (the caller has caught up): folded state only, no log read."""
+        names, labels = self.state.participants(self.tenant, user)
+        return frozenset(names | {n for n, c in labels.items() if c >= 2})
 
     def _search(
         self,
@@ -465,7 +449,9 @@ class Memory:
         _check_k("top_k", top_k)
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
-        # At most one lookup per search: even a cache hit walks the user's sessions to check it.
+        # One catch-up per search (it reads every partition's head), before the names are read
+        # from the folded state: the names and the index answer from the same log position.
+        self._sync()
         people: frozenset[str] | None = None
         q = query
         # The user's own name ("Where does Ada live?" in Ada's memory): what she said is in the
@@ -475,17 +461,16 @@ class Memory:
         if own:
             q = strip_names(q, [user], re.IGNORECASE)
         if names and user is not None:
-            people = self.participant_names(user)
+            people = self._participants(user)
             q = strip_names(q, people)
         if options.get("time_weight"):
             # "in July 2023", "on May 3, 2023": matched against message times, not as words
             options["windows"], q = time_windows(q)
         if options.get("speaker_weight") and user is not None:
             if people is None:
-                people = self.participant_names(user)
+                people = self._participants(user)
             options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
         opts = SearchOptions.check(**options)  # validated before any work: bad input changes nothing
-        self._sync()
         vector: Any = None
         if mode != "text" and isinstance(self.views, LocalViews):
             vector = lambda: self.embedder.embed([q])[0]  # noqa: E731 - embedded while the index's BM25 side runs
@@ -534,7 +519,8 @@ class Memory:
         """Search a user's conversations across sessions (optionally excluding the current one, or only one: ``session_id``).
 
         With no options this is the best configuration measured (BENCHMARKS.md): hybrid
-        vector + BM25 (min-max, 0.5 each), a message gains 0.2 of each adjacent message's
+        vector + BM25 (each side z-scored over the candidates, fused 0.5 each and scaled to
+        [0, 1]), a message gains 0.2 of each adjacent message's
         score and 0.3 of its session's best, messages of a person the query names gain 0.15,
         and messages from a period the query names ("in July 2023", "on May 3, 2023") rank
         first. Scores are calibrated (comparable across queries): ``min_score`` (0.40) drops
@@ -545,9 +531,10 @@ class Memory:
         each engine. ``vector_weight``: share of the vector side in hybrid scores. ``neighbors``
         / ``session_weight``: add that share of the adjacent messages' / the session's best
         score to a message. ``speaker_weight``: added to messages whose speaker the query names
-        ("what does Ana paint?" is answered by Ana). ``time_weight``: added to messages from a
-        period the query names (the dates leave the query text). ``fusion``: ``minmax``
-        (default), ``absolute`` or ``rrf``. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
+        ("what does Ana paint?" is answered by Ana). ``time_weight``: the share of the most a message
+        can score otherwise that is added to messages from a period the query names (1: they
+        rank first; the dates leave the query text). ``fusion``: ``zscore``
+        (default), ``minmax``, ``absolute`` or ``rrf``. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
         ``recency_half_life`` (scores halve per half-life of age at ``now``),
         ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
         """

@@ -11,24 +11,38 @@ commit is one record batch whose custom metadata carries its row count and a crc
 its contents. Opening after a crash truncates a torn tail of the last segment to the
 last verified batch; damage anywhere else raises ``CorruptLog``. A segment is rolled by
 size, on open, and after a failed write (cut back to its last whole batch first).
+
+Recovery checkpoint (``p000/recovery.ckpt``): what an open rebuilds by scanning every
+batch (event id -> offset, stream versions and offsets, where each batch lies) is written
+to one sha256-checked file, atomically (temp file, fsync, rename), covering only batches
+already fsynced; an open loads it, checks it against the segments (names, sizes, and the
+last covered batch of each re-verified) and scans only what follows. A damaged, stale or
+foreign checkpoint is ignored with a ``CheckpointWarning`` and every segment is scanned:
+the segments stay the truth. It is written by an open that scanned many events, by
+``close`` after many appends, and after ``redact`` (which removes it first).
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
+import mmap
 import os
+import warnings
+from array import array
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from ..errors import CorruptLog, InvalidInput, StorageError, StoreLocked
 from .envelope import LOG_SCHEMA, batch_checksum
-from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, FsyncPolicy, _BatchEntry
+from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, FsyncPolicy, _BatchEntry, _IdIndex
 
-__all__ = ["ArrowLog", "SEGMENT_SUFFIX"]
+__all__ = ["ArrowLog", "SEGMENT_SUFFIX", "CheckpointWarning"]
 
 SEGMENT_SUFFIX = ".arrows"
 FORMAT_VERSION = 1
@@ -37,6 +51,13 @@ _MARKER = b"\xff\xff\xff\xff"
 _CRC_KEY = b"eidetica.crc32"
 _ROWS_KEY = b"eidetica.rows"
 _MAX_RESYNC_PROBES = 4096
+CHECKPOINT_NAME = "recovery.ckpt"
+CHECKPOINT_MAGIC = b"EIDETICA-LOG-CHECKPOINT\n"
+CHECKPOINT_VERSION = 1
+
+
+class CheckpointWarning(UserWarning):
+    """A log recovery checkpoint was refused (damaged, stale, foreign): every segment is scanned instead."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +65,18 @@ class _Loc:
     path: str
     start: int
     end: int
+
+
+class _LocTable:
+    """Locators of a checkpoint's batches, as columns: built into ``_Loc`` one at a time when asked."""
+
+    __slots__ = ("paths", "seg", "start", "end")
+
+    def __init__(self, paths: list[str], seg: np.ndarray, start: np.ndarray, end: np.ndarray) -> None:
+        self.paths, self.seg, self.start, self.end = paths, seg, start, end
+
+    def __call__(self, i: int) -> _Loc:
+        return _Loc(self.paths[int(self.seg[i])], int(self.start[i]), int(self.end[i]))
 
 
 class _FdSink:
@@ -146,8 +179,18 @@ def _verify(batch: pa.RecordBatch, meta: Any, expected_first: int | None) -> str
     return None
 
 
-def _scan(path: str, buf: pa.Buffer, first_offset: int) -> Iterator[tuple[pa.RecordBatch, int, int] | tuple[None, int, str]]:
-    """Yield (batch, start, end) for each verified batch, then (None, position, problem) on failure."""
+def _scan(
+    path: str, buf: pa.Buffer, first_offset: int, position: int = 0
+) -> Iterator[tuple[pa.RecordBatch, int, int] | tuple[None, int, str]]:
+    """Yield (batch, start, end) for each verified batch, then (None, position, problem) on failure.
+
+    With ``position`` (the end of a batch already known good), scanning starts there.
+    """
+    if position > len(_SCHEMA_BYTES):
+        shift = position - len(_SCHEMA_BYTES)
+        for batch, start, end in _scan(path, pa.py_buffer(_SCHEMA_BYTES + buf.slice(position).to_pybytes()), first_offset):
+            yield batch, start + shift, (end + shift if batch is not None else end)  # type: ignore[misc]
+        return
     src = pa.BufferReader(buf)
     try:
         reader = pa.ipc.open_stream(src)
@@ -208,9 +251,14 @@ class ArrowLog(BatchLog):
         readonly: bool = False,
         fsync_interval: float = 0.05,
         commit_delay: float = 0.002,
+        checkpoint_events: int = 10_000,
     ) -> None:
         self.path = os.fspath(path)
         self.readonly = readonly
+        if isinstance(checkpoint_events, bool) or not isinstance(checkpoint_events, int) or checkpoint_events < 1:
+            raise InvalidInput("checkpoint_events", "must be an int >= 1", checkpoint_events)
+        # a recovery checkpoint is written once this many events are not covered by one
+        self.checkpoint_events = checkpoint_events
         if not isinstance(segment_bytes, int) or segment_bytes < 1024:
             raise InvalidInput("segment_bytes", "must be an int >= 1024", segment_bytes)
         self.segment_bytes = segment_bytes
@@ -226,11 +274,13 @@ class ArrowLog(BatchLog):
             commit_delay=commit_delay,
         )
         self._open: dict[int, _Segment] = {}
+        self._covered = [0] * self.partitions  # events the partition's checkpoint on disk covers
         if not readonly:
             self._acquire(stored is None)
         try:
             for p in range(self.partitions):
                 self._recover(p)
+                self._maybe_checkpoint(p)
         except BaseException:
             self._release()
             raise
@@ -285,18 +335,24 @@ class ArrowLog(BatchLog):
             return []
         return [os.path.join(d, n) for n in sorted(os.listdir(d)) if n.endswith(SEGMENT_SUFFIX)]
 
-    def _recover(self, partition: int) -> None:
+    def _recover(self, partition: int, use_checkpoint: bool = True) -> None:
         part = self._parts[partition]
         segs = self.segments(partition)
+        resume = self._load_checkpoint(partition, segs) if use_checkpoint else None
         for k, path in enumerate(segs):
             last = k == len(segs) - 1
             first = int(os.path.basename(path)[: -len(SEGMENT_SUFFIX)])
-            if first != part.next_offset:
+            position = 0
+            if resume is not None and k < resume[0]:
+                if k < resume[0] - 1:
+                    continue  # wholly covered by the checkpoint (checked when it was loaded)
+                position, first = resume[1], part.next_offset  # the last covered segment: scan what follows
+            elif first != part.next_offset:
                 raise CorruptLog(path, 0, f"segment starts at offset {first}, expected {part.next_offset}")
             with pa.memory_map(path) as mm:
                 buf = mm.read_buffer()
-                good_end, torn = 0, False
-                for batch, start, end in _scan(path, buf, first):
+                good_end, torn = position, False
+                for batch, start, end in _scan(path, buf, first, position):
                     if batch is None:
                         if last and not _verified_batch_after(buf, start):
                             torn = True  # only the commit in flight at a crash can be torn
@@ -306,6 +362,193 @@ class ArrowLog(BatchLog):
                     good_end = end
             if torn and not self.readonly:
                 self._truncate_tail(path, good_end)
+
+    # -- recovery checkpoint -------------------------------------------------------------
+    def _checkpoint_path(self, partition: int) -> str:
+        return os.path.join(self._pdir(partition), CHECKPOINT_NAME)
+
+    def _load_checkpoint(self, partition: int, segs: list[str]) -> tuple[int, int] | None:
+        """Load a partition's checkpoint into its (empty) state: (segments covered, end in the last), or None.
+
+        A refused checkpoint leaves the state untouched and warns: the caller scans everything.
+        """
+        cpath = self._checkpoint_path(partition)
+        try:
+            f = open(cpath, "rb")
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            warnings.warn(f"eidetica: ignoring log checkpoint {cpath}: {e}; scanning every segment", CheckpointWarning,
+                          stacklevel=4)
+            return None
+        try:
+            with f:
+                loaded = self._parse_checkpoint(partition, f, segs)
+        except Exception as e:  # noqa: BLE001 - any damage or staleness: the segments are the truth
+            warnings.warn(f"eidetica: ignoring log checkpoint {cpath}: {e}; scanning every segment", CheckpointWarning,
+                          stacklevel=4)
+            return None
+        part = self._parts[partition]
+        head, ids, versions, stream_offsets, batch_cols, resume = loaded
+        part.ids = ids
+        part.versions = versions
+        part.stream_offsets = stream_offsets
+        part.batches.freeze(*batch_cols)
+        part.next_offset = head
+        self._covered[partition] = head
+        return resume
+
+    def _parse_checkpoint(self, partition: int, f: Any, segs: list[str]) -> tuple[Any, ...]:
+        """Check a checkpoint file against its digest and the segments on disk; decode it.
+
+        The digest is checked by reading the file in chunks; the arrays are then views of a
+        read-only memory map whose pages are given back once decoded, so the id map and the
+        batch table cost page cache rather than process memory until a lookup touches them.
+        """
+        if f.read(len(CHECKPOINT_MAGIC)) != CHECKPOINT_MAGIC:
+            raise ValueError("not a log checkpoint")
+        digest = f.read(65)[:64].decode("ascii", "replace")
+        h = hashlib.sha256()
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+        if h.hexdigest() != digest:
+            raise ValueError("checksum mismatch")
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        pos = len(CHECKPOINT_MAGIC) + 65
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            raise ValueError("checkpoint header is not terminated")
+        header = json.loads(data[pos:nl])
+        body = memoryview(data)[nl + 1 :]
+        if header.get("version") != CHECKPOINT_VERSION:
+            raise ValueError(f"checkpoint format {header.get('version')} is not {CHECKPOINT_VERSION}")
+        if header["partition"] != partition or header["partitions"] != self.partitions:
+            raise ValueError("checkpoint of another partition layout")
+        arrays: dict[str, np.ndarray] = {}
+        at = 0
+        for name, dtype, n in header["arrays"]:
+            size = np.dtype(dtype).itemsize * n
+            arrays[name] = np.frombuffer(body[at : at + size], dtype=dtype)
+            at += size
+        if at != len(body):
+            raise ValueError("checkpoint body length does not match its header")
+        names = [os.path.join(self._pdir(partition), n) for n in header["segments"]]
+        covered = len(names)
+        if [os.path.basename(p) for p in segs[:covered]] != header["segments"]:
+            raise ValueError("the segments it covers are not the ones on disk")
+        ends = header["segment_ends"]
+        seg, start, end, firsts = arrays["batch_seg"], arrays["batch_start"], arrays["batch_end"], arrays["batch_first"]
+        counts = arrays["batch_count"]
+        for k, path in enumerate(names):
+            size = os.path.getsize(path)
+            if size < ends[k] or (k < covered - 1 and size > ends[k] + 8):  # 8: an end-of-stream marker
+                raise ValueError(f"segment {os.path.basename(path)} changed size since the checkpoint")
+            # the last covered batch of each segment is read and verified again (catches a rewrite)
+            i = int(np.searchsorted(seg, k, side="right")) - 1
+            if i < 0 or seg[i] != k or int(end[i]) != ends[k]:
+                raise ValueError("checkpoint batch table does not match its segments")
+            with pa.memory_map(path) as mm:
+                buf = mm.read_buffer()
+                piece = _SCHEMA_BYTES + buf.slice(int(start[i]), int(end[i]) - int(start[i])).to_pybytes()
+                batch, meta = pa.ipc.open_stream(pa.py_buffer(piece)).read_next_batch_with_custom_metadata()
+                problem = _verify(batch, meta, int(firsts[i]))
+                if problem:
+                    raise ValueError(f"segment {os.path.basename(path)}: {problem}")
+        head = int(header["next_offset"])
+        if len(firsts) and int(firsts[-1] + counts[-1]) != head:
+            raise ValueError("checkpoint batch table does not end at its head")
+        ids = _IdIndex(arrays["id_hi"], arrays["id_lo"], arrays["id_offset"])
+        if len(ids) != head:
+            raise ValueError("checkpoint id map does not hold one id per event")
+        streams = header["streams"]
+        bounds = np.concatenate(([0], np.cumsum(arrays["stream_count"]))).tolist()
+        offs = arrays["stream_offsets"]
+        stream_offsets: dict[str, array] = {}
+        for j, st in enumerate(streams):
+            a = array("q")
+            a.frombytes(offs[bounds[j] : bounds[j + 1]].tobytes())
+            stream_offsets[st] = a
+        versions = dict(zip(streams, arrays["stream_version"].tolist()))
+        batch_cols = (firsts, counts, _LocTable(names, seg, start, end))
+        resume = (covered, ends[-1]) if covered else None
+        data.madvise(mmap.MADV_DONTNEED)  # decoded: lookups fault back in the few pages they touch
+        return head, ids, versions, stream_offsets, batch_cols, resume
+
+    def _maybe_checkpoint(self, partition: int) -> None:
+        """Write a checkpoint when enough events are not covered by the one on disk."""
+        if not self.readonly and self._parts[partition].next_offset - self._covered[partition] >= self.checkpoint_events:
+            self.write_checkpoint(partition)
+
+    def write_checkpoint(self, partition: int = 0) -> None:
+        """Write a partition's recovery checkpoint now (no append may run meanwhile: open, close, redact)."""
+        if self.readonly:
+            raise InvalidInput("log", "is open read-only")
+        part = self._part(partition)
+        if not len(part.batches):
+            return
+        tab = part.batches.frozen_loc
+        paths: list[str] = list(tab.paths) if isinstance(tab, _LocTable) else []
+        index = {p: k for k, p in enumerate(paths)}
+        seg = [tab.seg] if isinstance(tab, _LocTable) else []
+        start = [tab.start] if isinstance(tab, _LocTable) else []
+        end = [tab.end] if isinstance(tab, _LocTable) else []
+        tail = part.batches.tail
+        for e in tail:
+            if e.locator.path not in index:
+                index[e.locator.path] = len(paths)
+                paths.append(e.locator.path)
+        seg.append(np.fromiter((index[e.locator.path] for e in tail), np.int32, len(tail)))
+        start.append(np.fromiter((e.locator.start for e in tail), np.int64, len(tail)))
+        end.append(np.fromiter((e.locator.end for e in tail), np.int64, len(tail)))
+        firsts = np.concatenate([part.batches.frozen_first, np.fromiter((e.first for e in tail), np.int64, len(tail))])
+        counts = np.concatenate([part.batches.frozen_count, np.fromiter((e.count for e in tail), np.int64, len(tail))])
+        seg_a, start_a, end_a = np.concatenate(seg), np.concatenate(start), np.concatenate(end)
+        ends = [int(end_a[np.searchsorted(seg_a, k, side="right") - 1]) for k in range(len(paths))]
+        for path in paths:  # cover only what is on disk: a power loss must not take back a covered batch
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        hi, lo, off = part.ids.arrays()
+        streams = list(part.stream_offsets)
+        counts_s = np.fromiter((len(part.stream_offsets[st]) for st in streams), np.int64, len(streams))
+        offs = np.frombuffer(b"".join(part.stream_offsets[st].tobytes() for st in streams), np.int64)
+        vers = np.fromiter((part.versions[st] for st in streams), np.int64, len(streams))
+        arrays = {"id_hi": hi, "id_lo": lo, "id_offset": off, "stream_count": counts_s, "stream_offsets": offs,
+                  "stream_version": vers, "batch_first": firsts, "batch_count": counts, "batch_seg": seg_a,
+                  "batch_start": start_a, "batch_end": end_a}
+        header = {"version": CHECKPOINT_VERSION, "partition": partition, "partitions": self.partitions,
+                  "next_offset": part.next_offset, "segments": [os.path.basename(p) for p in paths],
+                  "segment_ends": ends, "streams": streams,
+                  "arrays": [[k, a.dtype.str, len(a)] for k, a in arrays.items()]}
+        h = hashlib.sha256()
+        head_bytes = json.dumps(header).encode() + b"\n"
+        h.update(head_bytes)
+        for a in arrays.values():
+            h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
+        cpath = self._checkpoint_path(partition)
+        tmp = cpath + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            _write_all(fd, CHECKPOINT_MAGIC + h.hexdigest().encode() + b"\n" + head_bytes)
+            for a in arrays.values():
+                _write_all(fd, memoryview(np.ascontiguousarray(a)).cast("B"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, cpath)
+        fsync_dir(self._pdir(partition))
+        self._covered[partition] = part.next_offset
+
+    def _drop_checkpoint(self, partition: int) -> None:
+        """Remove a partition's checkpoint (before its segments are rewritten)."""
+        try:
+            os.unlink(self._checkpoint_path(partition))
+        except FileNotFoundError:
+            return
+        fsync_dir(self._pdir(partition))
+        self._covered[partition] = 0
 
     def _truncate_tail(self, path: str, good_end: int) -> None:
         if good_end == 0:
@@ -433,14 +676,18 @@ class ArrowLog(BatchLog):
         if self.readonly:
             raise InvalidInput("log", "is open read-only")
         self._stop_writers()  # finishes every open segment (_close_partition)
+        for p in range(self.partitions):  # positions are about to change: no checkpoint may point at them
+            self._drop_checkpoint(p)
         rewritten = redacted = 0
         before = self.disk_bytes()
         for p, wanted in offsets.items():
             if not wanted:
                 continue
-            part = self._part(p)
+            by_path: dict[str, list[_BatchEntry]] = {}
+            for e in self._part(p).batches:  # built once: entries of a checkpointed prefix are made on demand
+                by_path.setdefault(e.locator.path, []).append(e)
             for path in self.segments(p):
-                entries = [e for e in part.batches if e.locator.path == path]
+                entries = by_path.get(path, [])
                 if not entries or not any(e.first <= o < e.first + e.count for o in wanted for e in entries):
                     continue
                 tmp = path + ".compact"
@@ -460,7 +707,8 @@ class ArrowLog(BatchLog):
         # re-read what is now on disk: positions changed, offsets and versions did not
         self._parts = [type(self._parts[0])(i) for i in range(self.partitions)]
         for p in range(self.partitions):
-            self._recover(p)
+            self._recover(p, use_checkpoint=False)
+            self._maybe_checkpoint(p)
         self._flusher_stop.clear()
         return {"redacted": redacted, "segments_rewritten": rewritten, "bytes_before": before, "bytes_after": self.disk_bytes()}
 
@@ -469,7 +717,13 @@ class ArrowLog(BatchLog):
         if self.closed:
             return
         super().close()  # finishes every open segment (_close_partition)
-        self._release()
+        try:
+            for p in range(self.partitions):
+                self._maybe_checkpoint(p)
+        except OSError as e:  # an optimisation only: the next open scans more
+            warnings.warn(f"eidetica: could not write the log checkpoint: {e}", CheckpointWarning, stacklevel=2)
+        finally:
+            self._release()
 
     def disk_bytes(self) -> int:
         """Bytes the log's segments take on disk."""

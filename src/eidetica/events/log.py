@@ -174,12 +174,148 @@ class _BatchEntry:
 
 def _holding(part: "_Partition", offsets: Sequence[int]) -> list[_BatchEntry]:
     """The batches that hold these (ascending, committed) offsets, each once, in log order (lock held)."""
-    wanted: list[_BatchEntry] = []
+    idx: list[int] = []
     for o in offsets:
-        e = part.batches[bisect.bisect_right(part.firsts, o) - 1]
-        if not wanted or wanted[-1] is not e:
-            wanted.append(e)
-    return wanted
+        i = part.batches.index(o)
+        if not idx or idx[-1] != i:
+            idx.append(i)
+    return [part.batches[i] for i in idx]
+
+
+_MASK64 = (1 << 64) - 1
+
+
+class _IdIndex:
+    """Event id -> offset for idempotent appends, in 24 bytes an id.
+
+    Ids live in sorted numpy arrays (high and low 64 bits of the uuid, offset), searched by
+    bisection; new ids go to a dict first and are merged in once it grows, so the map costs
+    a few dozen bytes per event instead of a dict entry (about 150) and loads from a log
+    checkpoint as three arrays. Offers the ``get`` / ``keys().isdisjoint`` / ``update``
+    subset of a dict that ``admit`` and ``record`` use. Writes come from the one committing
+    thread; the arrays are swapped as one tuple so a concurrent reader sees a whole set.
+    """
+
+    __slots__ = ("cols", "recent")
+    MERGE_AT = 1 << 16
+
+    def __init__(self, hi: np.ndarray | None = None, lo: np.ndarray | None = None, off: np.ndarray | None = None) -> None:
+        if hi is None or lo is None or off is None:
+            hi, lo, off = np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64)
+        self.cols = (hi, lo, off)  # sorted by hi
+        self.recent: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.cols[0]) + len(self.recent)
+
+    def get(self, key: int, default: int | None = None) -> int | None:
+        """The offset of an event id, or ``default``."""
+        o = self.recent.get(key)
+        if o is not None:
+            return o
+        hi, lo, off = self.cols
+        n = len(hi)
+        if n:
+            h = np.uint64(key >> 64)
+            i = int(np.searchsorted(hi, h))
+            if i < n and hi[i] == h:
+                low = np.uint64(key & _MASK64)
+                while i < n and hi[i] == h:  # equal high halves: practically never more than one
+                    if lo[i] == low:
+                        return int(off[i])
+                    i += 1
+        return default
+
+    def keys(self) -> "_IdIndex":
+        """Itself: ``keys().isdisjoint(...)`` reads like a dict's."""
+        return self
+
+    def isdisjoint(self, keys: Sequence[int]) -> bool:
+        """Whether none of these ids is known."""
+        return all(self.get(k) is None for k in keys)
+
+    def __setitem__(self, key: int, offset: int) -> None:
+        self.recent[key] = offset
+
+    def update(self, pairs: Any) -> None:
+        """Add (id, offset) pairs."""
+        self.recent.update(pairs)
+
+    def maybe_merge(self) -> None:
+        """Merge the recent ids into the arrays once they are many (keeps memory per id small)."""
+        if len(self.recent) >= self.MERGE_AT:  # a merge copies the arrays once: O(n) per MERGE_AT appends
+            self.merge()
+
+    def merge(self) -> None:
+        """Move every recent id into the sorted arrays."""
+        rec = self.recent
+        if not rec:
+            return
+        n = len(rec)
+        hi = np.fromiter((k >> 64 for k in rec), np.uint64, n)
+        lo = np.fromiter((k & _MASK64 for k in rec), np.uint64, n)
+        off = np.fromiter(rec.values(), np.int64, n)
+        order = np.argsort(hi, kind="stable")
+        hi, lo, off = hi[order], lo[order], off[order]
+        old_hi, old_lo, old_off = self.cols
+        at = np.searchsorted(old_hi, hi)
+        self.cols = (np.insert(old_hi, at, hi), np.insert(old_lo, at, lo), np.insert(old_off, at, off))
+        self.recent = {}
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(hi, lo, offset) of every id, sorted by hi (merges first)."""
+        self.merge()
+        return self.cols
+
+
+class _Batches:
+    """A partition's committed batches, in log order: a column prefix (from a checkpoint) plus a list.
+
+    Entries of the prefix are built when asked for, so a log of a million commits does not
+    hold a million objects after a checkpointed open.
+    """
+
+    def __init__(self) -> None:
+        self.frozen_first = np.empty(0, np.int64)
+        self.frozen_count = np.empty(0, np.int64)
+        self.frozen_loc: Any = None  # i -> locator of prefix batch i
+        self.tail: list[_BatchEntry] = []
+        self.tail_firsts: list[int] = []
+
+    def freeze(self, first: np.ndarray, count: np.ndarray, loc: Any) -> None:
+        """Replace everything with a column prefix (a loaded checkpoint)."""
+        self.frozen_first, self.frozen_count, self.frozen_loc = first, count, loc
+        self.tail, self.tail_firsts = [], []
+
+    def __len__(self) -> int:
+        return len(self.frozen_first) + len(self.tail)
+
+    def append(self, entry: _BatchEntry) -> None:
+        """Add the newest batch."""
+        self.tail.append(entry)
+        self.tail_firsts.append(entry.first)
+
+    def index(self, offset: int) -> int:
+        """Index of the batch holding ``offset`` (-1 before the first batch)."""
+        if self.tail_firsts and offset >= self.tail_firsts[0]:
+            return len(self.frozen_first) + bisect.bisect_right(self.tail_firsts, offset) - 1
+        return int(np.searchsorted(self.frozen_first, offset, side="right")) - 1
+
+    def __getitem__(self, i: int) -> _BatchEntry:
+        n = len(self.frozen_first)
+        if i < 0:
+            i += len(self)
+        if i >= n:
+            return self.tail[i - n]
+        return _BatchEntry(int(self.frozen_first[i]), int(self.frozen_count[i]), self.frozen_loc(i))
+
+    def since(self, i: int) -> list[_BatchEntry]:
+        """Entries from index ``i`` on."""
+        n = len(self.frozen_first)
+        return [self[j] for j in range(i, n)] + self.tail[max(i - n, 0):]
+
+    def __iter__(self) -> Iterator[_BatchEntry]:
+        return iter(self.since(0))
 
 
 class _Partition:
@@ -189,10 +325,9 @@ class _Partition:
         self.index = index
         self.next_offset = 0
         self.versions: dict[str, int] = {}
-        self.ids: dict[int, int] = {}  # uuid.int -> offset: idempotent appends
+        self.ids = _IdIndex()  # uuid.int -> offset: idempotent appends
         self.stream_offsets: dict[str, array] = {}
-        self.batches: list[_BatchEntry] = []
-        self.firsts: list[int] = []
+        self.batches = _Batches()
         self.cond = threading.Condition()
         # Group commit without a writer thread: the first caller to find no leader commits
         # every request queued so far in its own thread (one write, one fsync), wakes their
@@ -235,9 +370,9 @@ class _Partition:
         last = runs[-1].first_offset + len(runs[-1].keys) - 1
         with self.cond:
             self.batches.append(_BatchEntry(first, last - first + 1, locator))
-            self.firsts.append(first)
             self.next_offset = last + 1
             self.cond.notify_all()
+        ids.maybe_merge()
 
     def record_batch(self, batch: pa.RecordBatch, locator: Any) -> None:
         """Fold a batch read back from storage (recovery)."""
@@ -516,8 +651,7 @@ class BatchLog(EventLog):
             raise InvalidInput("from_offset", "must be an int >= 0", from_offset)
         part = self._part(partition)
         with part.cond:
-            i = max(bisect.bisect_right(part.firsts, from_offset) - 1, 0)
-            entries = part.batches[i:]
+            entries = part.batches.since(max(part.batches.index(from_offset), 0))
         for entry, batch in zip(entries, self._load(partition, entries)):
             if entry.first < from_offset:
                 batch = batch.slice(from_offset - entry.first)
@@ -538,10 +672,17 @@ class BatchLog(EventLog):
             if not offs:
                 return []
             wanted = _holding(part, offs)
-        want = set(offs)
+        return self._read_rows(p, wanted, set(offs))
+
+    def _read_rows(self, partition: int, wanted: list[_BatchEntry], keep: set[int]) -> list[RecordedEvent]:
+        """The events at offsets ``keep`` of these batches: only their rows are decoded (a commit holds other streams too)."""
         out: list[RecordedEvent] = []
-        for batch in self._load(p, wanted):
-            out.extend(ev for ev in events_from_batch(batch) if ev.offset in want)
+        for entry, batch in zip(wanted, self._load(partition, wanted)):
+            rows = [o - entry.first for o in range(entry.first, entry.first + entry.count) if o in keep]
+            if len(rows) == batch.num_rows:
+                out.extend(events_from_batch(batch))
+            else:
+                out.extend(events_from_batch(batch.take(pa.array(rows, pa.int64()))))
         return out
 
     def read_offsets(self, offsets: Sequence[int], *, partition: int = 0) -> list[RecordedEvent]:
@@ -551,15 +692,7 @@ class BatchLog(EventLog):
         with part.cond:
             want = [o for o in want if 0 <= o < part.next_offset]
             wanted = _holding(part, want)
-        keep = set(want)
-        out: list[RecordedEvent] = []
-        for entry, batch in zip(wanted, self._load(partition, wanted)):
-            rows = [o - entry.first for o in range(entry.first, entry.first + entry.count) if o in keep]
-            if len(rows) == batch.num_rows:
-                out.extend(events_from_batch(batch))
-            else:
-                out.extend(events_from_batch(batch.take(pa.array(rows, pa.int64()))))
-        return out
+        return self._read_rows(partition, wanted, set(want))
 
     def head(self, partition: int = 0) -> int:
         """The offset the next event of a partition will get (== events committed)."""

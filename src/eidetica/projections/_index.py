@@ -41,8 +41,9 @@ messages' scores (same session, ``sequence`` +-1; the neighbours of the 5 best c
 each engine join the candidates) and ``session_weight`` that share of the session's best score
 (a summary counts for its session); ``speaker_weight`` adds that much to a message whose
 speaker (``_ranking.speaker_of``: metadata ``"name"``, a ``"Name: "`` label, or the user
-themself) is one of ``speakers``; ``time_weight`` adds that much to a message whose time is in
-one of ``windows`` (dates the query named); ``confidence_weight`` c multiplies by
+themself) is one of ``speakers``; ``time_weight`` adds that share of the most a message can score
+without it (1 + ``session_weight`` + both neighbour shares + ``speaker_weight``) to a message
+whose time is in one of ``windows`` (dates the query named): at 1 it ranks above every other; ``confidence_weight`` c multiplies by
 ``1 - c + c * confidence``; ``recency_half_life`` h multiplies by ``0.5 ** (age / h)`` (age at
 ``now``); ``calibrate`` (default on) rescales hybrid scores to the best candidate's absolute
 relevance (``_ranking.calibrate``), so they compare across queries; ``min_score`` applies to
@@ -77,7 +78,7 @@ from ._maintenance import du
 from ._marks import Marks
 from ._ranking import SearchOptions
 from ._ranking import confidence as _confidence
-from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share
+from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share, zscore
 from ._ranking import mmr as _mmr_pick
 from ._rebuild import BulkRebuild
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
@@ -566,6 +567,7 @@ class ChunkIndex(BulkRebuild, Projection):
         # (a key missing from Tantivy was written to LanceDB mid-apply: dropped)
         rows = {k: r for k, r in rows.items() if r.tenant == f.tenant}
         vecs: dict[str, np.ndarray] = {}
+        need: list[str] = []  # rows whose stored vectors this search needs
         if any(opts.neighbors):
             # The messages next to the best candidates join the candidates (an answer often
             # shares no word with the question it follows), scored like any other row.
@@ -577,11 +579,7 @@ class ChunkIndex(BulkRebuild, Projection):
                     for r, sc in zip(extra, self._text.score(f.tenant, terms, extra)):
                         bm25[r.key] = sc
                 if mode != "text" and qvec is not None:
-                    got = self._lance.vectors(f.tenant, [r.key for r in extra])
-                    qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
-                    for k, v in got.items():
-                        vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
-                    vecs.update(got)
+                    need = [r.key for r in extra]
                 rows.update((r.key, r) for r in extra)
         if mode == "hybrid" and opts.rescore:
             # Score the whole union on both sides: a row one engine missed gets its real
@@ -589,13 +587,15 @@ class ChunkIndex(BulkRebuild, Projection):
             only_v = [k for k in vsim if k not in bm25 and k in rows]
             for k, sc in zip(only_v, self._text.score(f.tenant, terms, [rows[k] for k in only_v])):
                 bm25[k] = sc
-            only_t = [k for k in bm25 if k not in vsim]
-            if only_t and qvec is not None:
-                got = self._lance.vectors(f.tenant, only_t)
-                qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
-                for k, v in got.items():
-                    vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
-                vecs.update(got)
+            if qvec is not None:
+                need += [k for k in bm25 if k not in vsim]
+        if need and qvec is not None:
+            # the neighbours' and the text-only rows' vectors in one lookup (each costs a query)
+            got = self._lance.vectors(f.tenant, need)
+            qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
+            for k, v in got.items():
+                vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
+            vecs.update(got)
         if mode == "hybrid":
             keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]
             v = np.array([vsim.get(k, 0.0) for k in keys])
@@ -607,6 +607,9 @@ class ChunkIndex(BulkRebuild, Projection):
                 nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
                 sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
                             opts.vector_weight)
+            elif opts.fusion == "zscore":
+                # each side standardised over the candidates, the fused score back on [0, 1]
+                sc = minmax(linear(zscore(v), zscore(np.array([bm25.get(k, 0.0) for k in keys])), opts.vector_weight))
             else:
                 sc = linear(np.clip(v, 0.0, 1.0), t, opts.vector_weight) if opts.fusion == "absolute" else rrf(v, t)
         elif mode == "vector":
@@ -627,8 +630,12 @@ class ChunkIndex(BulkRebuild, Projection):
                                              for r in cand]),
                                opts.speaker_weight)
         if opts.time_weight and opts.windows:
+            # in units of the most a message can score without it (fused 1, its session's best,
+            # both neighbours, the speaker bonus): at 1.0 a message of the named period ranks
+            # above every other, whatever the fusion's scale
+            tw = opts.time_weight * (1.0 + opts.session_weight + sum(opts.neighbors) + opts.speaker_weight)
             sc = speaker_bonus(sc, in_windows(ts.tolist(), opts.windows) & np.array([r.kind == "message" for r in cand],
-                                                                                   dtype=bool), opts.time_weight)
+                                                                                   dtype=bool), tw)
         if opts.confidence_weight:
             sc = _confidence(sc, np.array([float(r.confidence) for r in cand]), opts.confidence_weight)
         if opts.recency_half_life is not None:

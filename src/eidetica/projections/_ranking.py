@@ -2,7 +2,7 @@
 
 The engines (``_lance``, ``_tantivy``) propose candidates and score them; everything that
 turns those raw scores into an order lives here, free of I/O, so it can be tested and
-measured on its own: fusion (``minmax`` + ``linear``), neighbour / session smoothing
+measured on its own: fusion (``minmax`` or ``zscore`` + ``linear``), neighbour / session smoothing
 (``smooth``), the speaker bonus (``speaker_bonus``), ``confidence``, ``recency``, the final
 order (``order``) and maximal marginal relevance (``mmr``).
 
@@ -23,11 +23,11 @@ from ..errors import InvalidInput
 
 __all__ = [
     "SearchOptions", "SEARCH_DEFAULTS", "MIN_SCORE", "FACT_MIN_SCORE", "SELF", "speaker_label", "speaker_of", "VECTOR_WEIGHT", "minmax", "linear", "smooth", "speaker_bonus", "confidence", "recency",
-    "order", "mmr", "calibrate", "absolute_relevance", "text_share", "rrf", "time_windows", "in_windows",
+    "order", "mmr", "calibrate", "absolute_relevance", "text_share", "rrf", "time_windows", "in_windows", "zscore",
 ]
 
 VECTOR_WEIGHT = 0.7
-FUSIONS = ("minmax", "absolute", "rrf")
+FUSIONS = ("minmax", "absolute", "rrf", "zscore")
 RRF_K = 60  # the constant of Cormack et al. (2009), not fitted here
 
 
@@ -213,8 +213,11 @@ def in_windows(ts_us: Sequence[int], windows: Sequence[tuple[int, int, int, int,
 # What ``Memory.search`` does with no options: the best configuration measured on the LoCoMo dev
 # split (BENCHMARKS.md; leave-one-conversation-out there too). ``SearchOptions()`` itself stays
 # the plain hybrid the index tests pin.
+# z-score fusion (each side standardised over the candidates, no weight of its own): a side whose
+# best candidate stands out from the rest counts for more than under min-max, which maps every
+# query's best to 1 on both sides.
 SEARCH_DEFAULTS = SearchOptions(vector_weight=0.5, neighbors=(0.2, 0.2), session_weight=0.3, speaker_weight=0.15,
-                                time_weight=1.0)
+                                time_weight=1.0, fusion="zscore")
 MIN_SCORE = 0.40  # calibrated scores: below it a hit is taken for "nothing relevant" (BENCHMARKS.md)
 # The same for a user's few facts and notes (``context``, ``recall``'s fallback): with few rows a
 # stray match is rarer, and a paraphrase's cosine alone (0.25-0.4 with MiniLM) has to pass.
@@ -230,6 +233,15 @@ def minmax(x: np.ndarray) -> np.ndarray:
     if hi - lo <= 1e-12:
         return np.ones_like(x)
     return (x - lo) / (hi - lo)
+
+
+def zscore(x: np.ndarray) -> np.ndarray:
+    """Standardise to mean 0, standard deviation 1 over the candidates; all-equal scores map to 0."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.size == 0:
+        return x
+    sd = float(x.std())
+    return (x - float(x.mean())) / sd if sd > 1e-12 else np.zeros_like(x)
 
 
 def text_share(bm25: np.ndarray, idf_sum: float) -> np.ndarray:

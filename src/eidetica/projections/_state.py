@@ -41,6 +41,7 @@ from ..events import EventLog, RecordedEvent
 from ..events import types as ev
 from ..events.streams import parse_stream
 from ._base import UTC, Projection
+from ._ranking import speaker_label
 from ._snapshot import SnapshotStore
 
 __all__ = [
@@ -167,8 +168,8 @@ def _from_us(us: int) -> dt.datetime:
 class _Session:
     """A session's fold: no message bodies, only (sequence, time, offset) per message."""
 
-    __slots__ = ("user_id", "seqs", "times", "offsets", "top", "part", "names", "started", "last", "forgotten",
-                 "summary")
+    __slots__ = ("user_id", "seqs", "times", "offsets", "top", "part", "names", "labels", "label_n", "started",
+                 "last", "forgotten", "summary")
 
     def __init__(self, user_id: str, time: dt.datetime) -> None:
         self.user_id = user_id
@@ -178,6 +179,10 @@ class _Session:
         self.top = -1  # highest sequence folded: a repeated sequence is a duplicate
         self.part = 0  # the log partition of the session's stream
         self.names: dict[str, int] = {}  # metadata["name"] -> latest message time (us)
+        # messages without metadata["name"] whose text starts with a "Name: " label: sequence ->
+        # label, and each label's count (derived, not snapshotted), so a search never reads bodies
+        self.labels: dict[int, str] = {}
+        self.label_n: dict[str, int] = {}
         self.started = time
         self.last = time
         self.forgotten = False
@@ -190,6 +195,16 @@ class _Session:
             self.seqs = array("q", (self.seqs[i] for i in keep))
             self.offsets = array("q", (self.offsets[i] for i in keep))
             self.times = array("q", (self.times[i] for i in keep))
+        label = self.labels.pop(sequence, None)
+        if label is not None:
+            self.count_labels()
+
+    def count_labels(self) -> None:
+        """Recount ``label_n`` from ``labels``."""
+        n: dict[str, int] = {}
+        for label in self.labels.values():
+            n[label] = n.get(label, 0) + 1
+        self.label_n = n
 
     def keep_after(self, t: dt.datetime) -> None:
         """Drop the messages (and participant names) a forget at time ``t`` covers."""
@@ -200,6 +215,10 @@ class _Session:
             self.offsets = array("q", (self.offsets[i] for i in keep))
             self.times = array("q", (self.times[i] for i in keep))
         self.names = {n: tm for n, tm in self.names.items() if tm > cut}
+        if self.labels:
+            live = set(self.seqs)
+            self.labels = {q: label for q, label in self.labels.items() if q in live}
+            self.count_labels()
 
 
 class _Fact:
@@ -332,7 +351,7 @@ class StateProjection(Projection):
     """In-memory folds of sessions, summaries, facts, notes and schedules, per tenant."""
 
     name = "state"
-    SCHEMA_VERSION = 3  # of the snapshot tables; bump on any change to them (older ones are then refused)
+    SCHEMA_VERSION = 4  # of the snapshot tables; bump on any change to them (older ones are then refused)
 
     def __init__(
         self,
@@ -531,6 +550,9 @@ class StateProjection(Projection):
             name = e.metadata.get("name") if e.metadata else None
             if isinstance(name, str) and name.strip():
                 s.names[name.strip()] = max(s.names.get(name.strip(), us), us)
+            elif (label := speaker_label(e.content)) is not None:
+                s.labels[e.sequence] = label
+                s.label_n[label] = s.label_n.get(label, 0) + 1
         s.last = max(s.last, rec.time)
 
     def _on_message_retracted(self, rec: RecordedEvent, e: ev.MessageRetracted) -> None:
@@ -828,6 +850,29 @@ class StateProjection(Projection):
             s = self._sessions.get((tenant, session_id))
             return set() if s is None or s.forgotten else set(s.names)
 
+    def labels(self, tenant: str, session_id: str) -> dict[str, int]:
+        """Speaker labels (``"Name: "``) that start a session's live messages without ``metadata["name"]``, with counts."""
+        with self._lock:
+            s = self._sessions.get((tenant, session_id))
+            return {} if s is None or s.forgotten else dict(s.label_n)
+
+    def participants(self, tenant: str, user_id: str) -> tuple[set[str], dict[str, int]]:
+        """A user's participant names: ``metadata["name"]`` of every live session, and the
+        speaker-label counts of the sessions that have no metadata name (one lock, no log read)."""
+        names: set[str] = set()
+        labels: dict[str, int] = {}
+        with self._lock:
+            for sid in self._user_sessions.get((tenant, user_id), ()):
+                s = self._sessions.get((tenant, sid))
+                if s is None or s.forgotten or s.user_id != user_id:
+                    continue
+                if s.names:
+                    names.update(s.names)
+                else:
+                    for label, c in s.label_n.items():
+                        labels[label] = labels.get(label, 0) + c
+        return names, labels
+
     def summary(self, tenant: str, session_id: str) -> tuple[int, str | None, int]:
         """(epoch, text, upto_sequence) of the session's latest summary; (0, None, -1) when none."""
         with self._lock:
@@ -959,6 +1004,7 @@ class StateProjection(Projection):
             "summary_upto": pa.array([s.summary[2] if s.summary else None for _, s in ss], pa.int64()),
             "summary_time": pa.array([s.summary[3] if s.summary else None for _, s in ss], _TS),
             "names": pa.array([_ENC.encode(s.names) for _, s in ss], pa.binary()),
+            "labels": pa.array([_ENC.encode(s.labels) for _, s in ss], pa.binary()),
             "sequences": listed("seqs"),
             "times_us": listed("times"),
             "offsets": listed("offsets"),
@@ -1052,13 +1098,14 @@ class StateProjection(Projection):
     def _restore(self, t: dict[str, pa.Table], meta: dict[str, Any]) -> None:
         self._clear()
         dec_names = msgspec.msgpack.Decoder(dict[str, int])
+        dec_labels = msgspec.msgpack.Decoder(dict[int, str])
         ss = t["sessions"]
         seq_col = ss.column("sequences").combine_chunks()
         bounds = seq_col.offsets.to_numpy()
         flat = {c: ss.column(c).combine_chunks().values.to_numpy() for c in ("sequences", "times_us", "offsets")}
         cols = {c: _col(ss, c) for c in ("tenant", "session_id", "user_id", "started", "last", "forgotten",
                                          "top_sequence", "partition", "summary_epoch", "summary_text",
-                                         "summary_upto", "summary_time", "names")}
+                                         "summary_upto", "summary_time", "names", "labels")}
         for i in range(ss.num_rows):
             s = _Session(cols["user_id"][i], cols["started"][i])
             s.last, s.forgotten = cols["last"][i], cols["forgotten"][i]
@@ -1067,6 +1114,8 @@ class StateProjection(Projection):
                 s.summary = (cols["summary_epoch"][i], cols["summary_text"][i], cols["summary_upto"][i],
                              cols["summary_time"][i])
             s.names = dec_names.decode(cols["names"][i])
+            s.labels = dec_labels.decode(cols["labels"][i])
+            s.count_labels()
             a, b = bounds[i], bounds[i + 1]
             s.seqs.frombytes(flat["sequences"][a:b].tobytes())
             s.times.frombytes(flat["times_us"][a:b].tobytes())
