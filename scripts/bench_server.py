@@ -3,6 +3,12 @@ from 1 client vs 16 concurrent clients, on the same store and queries, in one ru
 
 Targets (issue 18): HTTP adds at most 3 ms to search p50; 16 clients reach at least 5x one
 client's append rate. Prints progress lines, then one JSON object on the last line.
+
+Appends also report their CPU: ``server_cpu_ms_per_append`` (the server process) and
+``client_cpu_ms_per_append`` (this process: every client thread), both over the 16-client
+phase, and ``one_client_latency_ms``. Together they bound the speedup any number of clients
+can reach on this machine: ``ceiling_speedup = cores * one_client_latency / (server + client CPU
+per append)`` (16 clients cannot finish appends faster than the cores can pay for them).
 """
 
 from __future__ import annotations
@@ -71,8 +77,16 @@ def timed_searches(m: object, queries: list[str], rounds: int, label: str = "", 
     return out
 
 
-def appends(url: str, clients: int, per_client: int, tag: str) -> float:
-    """Appends/s with ``clients`` concurrent clients (each its own connection and session)."""
+APPEND_CPU: dict[int, dict[str, float]] = {}  # clients -> CPU ms per append of the server and of the clients
+
+
+def appends(url: str, clients: int, per_client: int, tag: str, server_pid: int | None = None) -> float:
+    """Appends/s with ``clients`` concurrent clients (each its own connection and session).
+
+    CPU time (user + system) of the server process and of this process (all client threads)
+    over the timed part, divided by the appends, goes to APPEND_CPU[clients]: unlike the rate,
+    it holds on a loaded machine.
+    """
     handles = [eidetica.connect(url) for _ in range(clients)]
     sessions = [h.session(f"{tag}-{c}", user=f"writer-{c}") for c, h in enumerate(handles)]
     barrier = threading.Barrier(clients + 1)
@@ -86,10 +100,13 @@ def appends(url: str, clients: int, per_client: int, tag: str) -> float:
     for t in threads:
         t.start()
     barrier.wait()
-    t0 = time.perf_counter()
+    t0, c0, s0 = time.perf_counter(), time.process_time(), proc_cpu(server_pid) if server_pid else 0.0
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - t0
+    n = clients * per_client
+    APPEND_CPU[clients] = {"client": (time.process_time() - c0) * 1000 / n,
+                           "server": ((proc_cpu(server_pid) - s0) * 1000 / n) if server_pid else 0.0}
     for h in handles:
         h.close()
     return round(clients * per_client / elapsed, 1)
@@ -133,9 +150,9 @@ def main() -> None:
             http = timed_searches(client, queries, rounds, "http", server.pid)
             client.close()
             print(f"through HTTP: {len(http)} searches, p50 {p50(http)} ms", file=sys.stderr, flush=True)
-            one = appends(url, 1, one_n, "one")
+            one = appends(url, 1, one_n, "one", server.pid)
             print(f"1 client: {one} appends/s", file=sys.stderr, flush=True)
-            many = appends(url, 16, many_per, "many")
+            many = appends(url, 16, many_per, "many", server.pid)
             print(f"16 clients: {many} appends/s ({many / one:.1f}x)", file=sys.stderr, flush=True)
         finally:
             server.terminate()
@@ -155,7 +172,15 @@ def main() -> None:
         "http_search_cpu_ms": round(statistics.mean(CPU["http"]), 3),
         "http_added_cpu_ms": round(statistics.mean(CPU["http"]) - statistics.mean(CPU["inproc"]), 3),
         "one_client_appends_per_s": one, "sixteen_clients_appends_per_s": many,
-        "speedup": round(many / one, 2), "loadavg_1m": round(os.getloadavg()[0], 1), "cpus": os.cpu_count(), "targets_met": p50(http) - p50(inproc) <= 3.0 and many >= 5 * one,
+        "speedup": round(many / one, 2),
+        "one_client_latency_ms": round(1000 / one, 3),
+        "server_cpu_ms_per_append": round(APPEND_CPU[16]["server"], 3),
+        "client_cpu_ms_per_append": round(APPEND_CPU[16]["client"], 3),
+        "one_client_server_cpu_ms_per_append": round(APPEND_CPU[1]["server"], 3),
+        "one_client_client_cpu_ms_per_append": round(APPEND_CPU[1]["client"], 3),
+        # what 2 cores allow: 16 clients can beat one by at most cores x (one append's wall time / its CPU)
+        "ceiling_speedup": round((os.cpu_count() or 1) * (1000 / one) / (APPEND_CPU[16]["server"] + APPEND_CPU[16]["client"]), 2),
+        "loadavg_1m": round(os.getloadavg()[0], 1), "cpus": os.cpu_count(), "targets_met": p50(http) - p50(inproc) <= 3.0 and many >= 5 * one,
     }
     print(json.dumps(result))
 

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 import eidetica
 from eidetica._server import KeyStore, build, check_bind
@@ -249,6 +249,10 @@ def test_random_and_malformed_requests_get_4xx_and_change_nothing(server, tmp_pa
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
     @given(bad_requests())
+    @example(("POST", "/v1/import", {}, b"\xff", "application/json"))  # not UTF-8: was a 500
+    @example(("POST", "/v1/import", {}, b"{not json", "application/x-ndjson"))
+    @example(("POST", "/v1/users/u/sessions/s/messages", {}, b'{"messages": [{"role": "user", "content": "x"}]}', ""))
+    @example(("POST", "/v1/users/u/sessions/s/messages", {}, b'{"messages": [], "tenant": "other"}', "application/json"))
     def check(req) -> None:
         method, path, params, content, ctype = req
         headers = {"Content-Type": ctype} if ctype else {}
@@ -413,3 +417,31 @@ def test_retried_writes_are_idempotent_by_caller_chosen_ids(server) -> None:
     assert m.remember("Ada keeps two cats", user="ada", request_id="req-1") == fid  # the retry writes nothing
     assert [h.text for h in m.list_memories(user="ada")] == ["Ada keeps bees"]
     m.close()
+
+
+@pytest.mark.slow
+def test_the_append_route_keeps_its_contract(server) -> None:
+    """POST .../messages (answered on the lean path) names bad fields, refuses unknown ones, stays documented."""
+    key = KeyStore(server.store).create(f"lean-{uuid.uuid4().hex[:8]}")[1]
+    http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+    path = "/v1/users/u/sessions/s/messages"
+    ok = {"role": "user", "content": "the lease ends in May"}
+    cases = [({"messages": [ok], "tenant": "other"}, "tenant"), ({"messages": [dict(ok, tenant="other")]}, "messages"),
+             ({"messages": [dict(ok, time=5)]}, "messages"), ({"messages": [dict(ok, role="boss")]}, "role"),
+             ({"messages": [dict(ok, content="")]}, "content"), ({"messages": []}, "messages"), ({}, "messages"),
+             ({"messages": [ok], "strategy": "psychic"}, "strategy"), ([ok], "body")]
+    for body, field in cases:
+        r = http.post(path, json=body)
+        assert (r.status_code, r.json()["error"], r.json()["field"]) == (400, "InvalidInput", field), (body, r.text)
+    assert http.post(path, content=json.dumps({"messages": [ok]}), headers={"Content-Type": "text/plain"}).status_code == 400
+    assert httpx.post(server.url + path, json={"messages": [ok]}, headers={"Authorization": "Bearer nope"}).status_code == 401
+    eid = str(uuid.uuid4())
+    first = http.post(path, json={"messages": [dict(ok, event_id=eid)]})
+    assert first.status_code == 201
+    again = http.post(path, json={"messages": [dict(ok, event_id=eid)]})  # a retry: answered, nothing written
+    assert again.status_code == 201 and again.json()["offset"] <= first.json()["offset"]
+    got = http.get(path).json()
+    assert [(x["role"], x["content"]) for x in got] == [("user", "the lease ends in May")]
+    doc = httpx.get(server.url + "/openapi.json").json()
+    assert "post" in doc["paths"]["/v1/users/{user}/sessions/{session_id}/messages"]
+    http.close()

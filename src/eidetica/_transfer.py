@@ -62,24 +62,26 @@ def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> i
     source = Path(path)
     if not source.exists():
         raise InvalidInput("path", f"{source} does not exist")
-    if source.suffix == ".parquet":
-        import pyarrow.parquet as pq
+    try:  # a damaged or foreign file is bad input (a served import must answer 400, never 500)
+        if source.suffix == ".parquet":
+            import pyarrow.parquet as pq
 
-        t = pq.read_table(source).to_pylist()
-        rows = [dict(r, event=json.loads(r["event"])) for r in t]
-    else:
-        rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+            t = pq.read_table(source).to_pylist()
+            rows = [dict(r, event=json.loads(r["event"])) for r in t]
+        else:
+            rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError, TypeError, KeyError) as e:  # UnicodeDecodeError, JSONDecodeError, ArrowInvalid are ValueErrors
+        raise InvalidInput("path", f"is not an export (JSONL or Parquet): {type(e).__name__}: {e}") from None
     by_stream: dict[str, list[NewEvent]] = {}
     for i, r in enumerate(rows):
         try:
             ev = msgspec.convert(r["event"], Union[EVENT_TYPES])  # type: ignore[arg-type]
             kind, _tenant, ident = parse_stream(r["stream"])
-        except (msgspec.ValidationError, KeyError, ValueError) as e:
+            stream = r["stream"] if kind == "meta" else f"{kind}:{session_stream(tenant, ident).split(':', 1)[1]}"
+            new = NewEvent.of(ev, tenant=tenant, event_id=uuid.UUID(r["event_id"]), time=dt.datetime.fromisoformat(r["time"]))
+        except (msgspec.ValidationError, KeyError, ValueError, TypeError, AttributeError) as e:
             raise InvalidInput(f"line {i + 1}", f"is not an exported event: {e}") from None
-        stream = r["stream"] if kind == "meta" else f"{kind}:{session_stream(tenant, ident).split(':', 1)[1]}"
-        by_stream.setdefault(stream, []).append(
-            NewEvent.of(ev, tenant=tenant, event_id=uuid.UUID(r["event_id"]), time=dt.datetime.fromisoformat(r["time"]))
-        )
+        by_stream.setdefault(stream, []).append(new)
     n = 0
     for stream, evs in by_stream.items():
         if stream.startswith("meta:"):

@@ -833,7 +833,7 @@ class SessionHandle:
     def _extend(self, items: list[dict[str, Any]]) -> int:
         first_seq = self._actor.last_sequence
         offset = self._actor.append_many(items)
-        written = [m for m in self._actor.history() if m.sequence > first_seq]
+        written = self._actor.since(first_seq)
         stored = [
             {"role": m.role, "content": m.content, "metadata": m.metadata, "sequence": m.sequence, "time": m.time}
             for m in written

@@ -7,10 +7,13 @@ it comes from the key alone (models forbid unknown fields, so a ``tenant`` field
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import datetime as dt
 import ipaddress
 import json
 import logging
+import re
 import tempfile
 import threading
 import uuid
@@ -74,6 +77,49 @@ class AppendIn(_Body):
 
     messages: list[MessageIn]
     strategy: Optional[str] = None
+
+
+class _MessageWire(msgspec.Struct, forbid_unknown_fields=True):
+    """``MessageIn`` for the lean append path (msgspec decodes; the facade validates values)."""
+
+    role: Any = None
+    content: Any = None
+    metadata: Any = None
+    time: Optional[dt.datetime] = None
+    sequence: Any = None
+    event_id: Optional[uuid.UUID] = None
+
+
+class _AppendWire(msgspec.Struct, forbid_unknown_fields=True):
+    """``AppendIn`` for the lean append path."""
+
+    messages: list[_MessageWire]
+    strategy: Optional[str] = None
+
+
+_APPEND_BODY = msgspec.json.Decoder(_AppendWire)
+_APPEND_PATH = re.compile(r"/v1/users/([^/]+)/sessions/([^/]+)/messages")  # the route's path, {param} = [^/]+
+_WIRE_FIELD = re.compile(r"Object (?:contains unknown|missing required) field `([^`]*)`")
+
+
+def _wire_error(e: msgspec.ValidationError) -> InvalidInput:
+    """The InvalidInput a schema error of the lean path is: the top-level field, the rest as "(at ...)"."""
+    problem, _, at = str(e).partition(" - at `")
+    loc = re.findall(r"[^.\[\]$`]+", at)
+    named = _WIRE_FIELD.match(problem)
+    if named:
+        loc.append(named.group(1))
+    field = loc[0] if loc and not loc[0].isdigit() else "body"
+    rest = ".".join(loc[1:])
+    return InvalidInput(field, problem + (f" (at {rest})" if rest else ""))
+
+
+def _is_json(content_type: bytes | None) -> bool:
+    """As FastAPI (strict content type) decides: application/json or application/*+json."""
+    if not content_type:
+        return False
+    kind = content_type.split(b";", 1)[0].strip().lower()
+    return kind == b"application/json" or (kind.startswith(b"application/") and kind.endswith(b"+json"))
 
 
 class RememberIn(_Body):
@@ -309,6 +355,52 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         items = [msg.model_dump() for msg in body.messages]
         return _json({"offset": h.extend(items)}, 201)
 
+    async def append_lean(scope: dict[str, Any], receive: Any, send: Any, user: str, session_id: str) -> None:
+        """``append_messages`` without FastAPI's per-request machinery (the hot path of every agent).
+
+        Same contract as the documented route above (which stays for the OpenAPI document):
+        the key decides the tenant, unknown fields are refused, a bad field is named, and the
+        write runs in the append pool with one hop.
+        """
+        try:
+            tenant = authenticate(Request(scope))
+            chunks = []
+            more = True
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return  # the client went away
+                chunks.append(message.get("body", b""))
+                more = message.get("more_body", False)
+            if not _is_json(dict(scope["headers"]).get(b"content-type")):
+                raise InvalidInput("body", "must be JSON (Content-Type: application/json)")
+            try:
+                body = _APPEND_BODY.decode(b"".join(chunks))
+            except msgspec.ValidationError as e:
+                raise _wire_error(e) from None
+            except msgspec.DecodeError as e:
+                raise InvalidInput("body", f"JSON decode error: {e}") from None
+            if not body.messages:
+                raise InvalidInput("messages", "must be a non-empty list")
+            items = [msgspec.structs.asdict(msg) for msg in body.messages]
+            m = tenant_view(tenant)
+            offset = await asyncio.get_running_loop().run_in_executor(
+                writers, lambda: m.session(session_id, user=user, strategy=body.strategy).extend(items))
+            response = _json({"offset": offset}, 201)
+        except EideticaError as e:
+            response = _err(e)
+        except _TooLarge:
+            raise
+        except Exception as e:  # noqa: BLE001 - a client never sees a traceback
+            log.exception("eidetica: unexpected error on POST %s", scope["path"])
+            response = _err(e)
+        await response(scope, receive, send)
+
+    # Appends get their own pool: a plain executor hop costs a third of anyio's (measured: 15 vs
+    # 45 us of CPU with 16 in flight), and concurrent appends still meet in the log's group commit.
+    writers = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="eidetica-append")
+    app.state.append_lean = append_lean
+
     @app.get(S + "/messages", tags=["sessions"])
     def history(user: str, session_id: str, limit: Optional[int] = Query(None), m: Memory = M) -> Response:
         """Stored messages, oldest first (the last ``limit``)."""
@@ -514,7 +606,12 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
             with target.open("wb") as f:
                 async for chunk in request.stream():
                     f.write(chunk)
-            n = await anyio.to_thread.run_sync(m.import_, target)
+            try:
+                n = await anyio.to_thread.run_sync(m.import_, target)
+            except InvalidInput as e:
+                if e.field != "path":
+                    raise
+                raise InvalidInput("body", e.problem) from None  # the temporary file is no concern of the client's
         return _json({"imported": n})
 
     _item_routes(app, M)
@@ -618,6 +715,7 @@ class Guard:
         self.app = app
         self.mcp_app = mcp_app
         self.mcp_server = mcp_server
+        self.append_lean = getattr(app.state, "append_lean", None)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Route a request (or the lifespan) to the API or the MCP app."""
@@ -640,7 +738,11 @@ class Guard:
             scope = dict(scope, eidetica_tenant=tenant)
             return await self.mcp_app(scope, receive, send)
         try:
-            await self.app(scope, receive, send)
+            lean = _APPEND_PATH.fullmatch(scope["path"]) if scope["method"] == "POST" and self.append_lean else None
+            if lean is not None:
+                await self.append_lean(scope, receive, send, lean.group(1), lean.group(2))
+            else:
+                await self.app(scope, receive, send)
         except _TooLarge:
             await _send(send, _too_large(limit))
 

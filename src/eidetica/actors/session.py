@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import threading
 import uuid
@@ -66,6 +67,10 @@ class SessionActor:
             self.started = False
             self.message_ids: dict[uuid.UUID, int] = {}
             self.message_eids: dict[int, uuid.UUID] = {}  # sequence -> its MessageAppended's event id
+            # _cum[i]: tokens of messages[: i + 1], extended lazily, dropped when a message goes:
+            # needs_summary runs after every append, and recounting the unsummarised tail each
+            # time made a plain append cost O(session length)
+            self._cum: list[int] = []
             self._summary_seen = 0
             self.summary_text = None
             self.summary_upto = -1
@@ -89,6 +94,7 @@ class SessionActor:
         elif isinstance(ev, MessageRetracted):
             gone = [m for m in self.messages if m.sequence == ev.sequence]
             self.messages = [m for m in self.messages if m.sequence != ev.sequence]
+            self._cum.clear()
             for m in gone:  # its text may be appended again: it must be embedded again then
                 for c in chunk_text(m.content, self.config.chunk_chars, self.config.chunk_overlap):
                     self.hashes.pop(content_hash(c), None)
@@ -98,6 +104,7 @@ class SessionActor:
         elif isinstance(ev, SessionForgotten):
             self.messages.clear()
             self.hashes.clear()
+            self._cum.clear()
             self.started = False
 
     def _load_summary(self) -> None:
@@ -284,6 +291,14 @@ class SessionActor:
             msgs = msgs[-limit:] if limit else []
         return msgs
 
+    def since(self, sequence: int) -> list[Message]:
+        """The stored messages after ``sequence``, oldest first (walks back from the end: appends ask for the last few)."""
+        with self._lock:
+            k = len(self.messages)
+            while k and self.messages[k - 1].sequence > sequence:
+                k -= 1
+            return self.messages[k:]
+
     def summary(self) -> tuple[int, str | None, int]:
         """(epoch, text, upto_sequence) of the latest rolling summary; epoch -1 when none."""
         with self._lock:
@@ -339,9 +354,13 @@ class SessionActor:
     def needs_summary(self) -> bool:
         """Whether the history outgrew the budget with enough turns outside the window."""
         with self._lock:
-            pending = [m for m in self.messages if m.sequence > self.summary_upto]
-        tokens = sum(count_tokens(m.content) for m in pending)
-        outside = len(pending) - self.config.window
+            msgs, cum = self.messages, self._cum
+            for m in msgs[len(cum):]:
+                cum.append((cum[-1] if cum else 0) + count_tokens(m.content))
+            k = bisect.bisect_right(msgs, self.summary_upto, key=_sequence)  # sequences increase along the list
+            pending = len(msgs) - k
+            tokens = (cum[-1] if cum else 0) - (cum[k - 1] if k else 0)
+        outside = pending - self.config.window
         return tokens > self.config.summary_trigger * self.config.token_budget and outside >= self.config.min_turns_outside
 
     def __len__(self) -> int:
@@ -354,6 +373,10 @@ def _from_a_question(msgs: list[Message]) -> list[Message]:
         if m.role == "user":
             return msgs[i:]
     return msgs  # no user turn at all (an agent-only session): keep what there is
+
+
+def _sequence(m: Message) -> int:
+    return m.sequence
 
 
 def _decode(ne: NewEvent) -> Any:
