@@ -65,7 +65,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -140,7 +140,10 @@ class ChunkIndex(BulkRebuild, Projection):
     ``optimize()`` pays off (many small fragments or unindexed rows; idle ``maintain()``
     checks too, at most every ``maintain_interval`` seconds);
     ``cleanup_after``: age of old table versions ``optimize()`` deletes; ``ann``: overrides
-    of ``ANN_DEFAULTS`` (partitions, sample rate, iterations, nprobes).
+    of ``ANN_DEFAULTS`` (partitions, sample rate, iterations, nprobes); ``scan_rows``: the largest
+    scope (a tenant, a user, a user's kinds of rows) whose vector queries are answered by an
+    exact scan in memory, loaded on its first query (``_scan``; larger scopes go to LanceDB),
+    ``scan_cache_rows``: rows held in memory for such scans in all (least recently used dropped).
     """
 
     name = "chunks"
@@ -156,6 +159,8 @@ class ChunkIndex(BulkRebuild, Projection):
         ann: dict[str, Any] | None = None,
         cleanup_after: dt.timedelta = dt.timedelta(seconds=30),
         maintain_interval: float = 30.0,
+        scan_rows: int = 20_000,
+        scan_cache_rows: int = 100_000,
     ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
             raise InvalidInput("dim", "must be a positive int", dim)
@@ -163,6 +168,9 @@ class ChunkIndex(BulkRebuild, Projection):
             raise InvalidInput("ann_threshold", "must be a positive int", ann_threshold)
         if not isinstance(optimize_every, int) or optimize_every < 1:
             raise InvalidInput("optimize_every", "must be a positive int", optimize_every)
+        for field, v in (("scan_rows", scan_rows), ("scan_cache_rows", scan_cache_rows)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise InvalidInput(field, "must be an int >= 0", v)
         self.name = name
         self.path = os.fspath(path)
         self.dim = dim
@@ -184,6 +192,8 @@ class ChunkIndex(BulkRebuild, Projection):
         if self._lance.stored_dim() != dim:
             raise DimensionMismatch(self._lance.stored_dim(), dim)
         self._lance.ann_parts = int(self._meta.get("ann_partitions", 0))
+        self._lance.scans.scope_rows = scan_rows
+        self._lance.scans.cache_rows = scan_cache_rows
         self._text = TantivyChunks(os.path.join(self.path, "text"))
         # Keys Tantivy may hold that LanceDB does not. LanceDB is written first, so a process
         # that died between a LanceDB delete or drop and the Tantivy commit left such documents
@@ -409,6 +419,8 @@ class ChunkIndex(BulkRebuild, Projection):
                 "checkpoint": dict(self._ckpt),
                 "skipped_events": self._skipped,
                 "marks": len(self._marks.dels) + len(self._marks.confs),
+                "scan": {"scopes": len(self._lance.scans.scopes), "rows": self._lance.scans.rows(),
+                         "scope_rows": self._lance.scans.scope_rows},
             }
 
     def search(
@@ -416,7 +428,7 @@ class ChunkIndex(BulkRebuild, Projection):
         *,
         tenant: str,
         text: str | None = None,
-        vector: np.ndarray | None = None,
+        vector: np.ndarray | Callable[[], np.ndarray] | None = None,
         top_k: int = 10,
         mode: str = "hybrid",
         kinds: Sequence[str] | None = None,
@@ -434,7 +446,8 @@ class ChunkIndex(BulkRebuild, Projection):
 
         Scoring options come as one ``SearchOptions`` (``options``), or as its field names
         (``option_fields``, validated by ``SearchOptions.check``), not both; see the module
-        docstring and ``_ranking`` for the scores.
+        docstring and ``_ranking`` for the scores. ``vector`` may be a callable returning the
+        query's vector: it is called while the BM25 side runs in another thread.
         """
         if mode not in MODES:
             raise InvalidInput("mode", f"must be one of {', '.join(MODES)}", mode)
@@ -450,14 +463,18 @@ class ChunkIndex(BulkRebuild, Projection):
             raise InvalidInput("options", "must be a SearchOptions", options)
         opts = options if options is not None else SearchOptions.check(**option_fields)
         f = Filters.build(tenant, kinds, user_id, session_id, exclude_session, category, since, until)
-        qvec = self._query_vector(vector)
-        if text is None and qvec is None:
+        # a callable vector (the query's embedding, computed on demand) is called while the
+        # text side runs in another thread: the model's time and BM25's overlap
+        later = vector if callable(vector) else None
+        qvec = None if later is not None else self._query_vector(vector)
+        has_vec = later is not None or qvec is not None
+        if text is None and not has_vec:
             raise InvalidInput("text", "give text, vector, or both")
-        if mode == "hybrid" and qvec is None:
+        if mode == "hybrid" and not has_vec:
             mode = "text"
         elif mode == "hybrid" and text is None:
             mode = "vector"
-        elif mode == "vector" and qvec is None:
+        elif mode == "vector" and not has_vec:
             mode = "text"
         elif mode == "text" and text is None:
             mode = "vector"
@@ -474,7 +491,17 @@ class ChunkIndex(BulkRebuild, Projection):
         terms = query_terms(text, stopwords=opts.stopwords) if (text is not None and mode != "vector") else []
         vec_hits: list[tuple[str, float]] = []
         txt_hits: list[tuple[float, Row]] = []
-        # one user's facts are scanned in memory in well under a thread hand-off: no overlap needed
+        if later is not None and mode == "hybrid" and terms:
+            txt_fut = self._executor().submit(self._text.search, f, terms, fetch)
+            try:
+                qvec = self._query_vector(later())
+            finally:
+                txt_hits = txt_fut.result()
+            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
+            return self._ranked(mode, f, vec_hits, txt_hits, n, top_k, min_score, opts, qvec, terms)
+        if later is not None and mode != "text":
+            qvec = self._query_vector(later())
+        # a small scope loaded in memory is scanned in well under a thread hand-off: no overlap needed
         if mode == "hybrid" and terms and not self._lance.answers_in_memory(f):
             fut = self._executor().submit(self._lance.vector_search, qvec, f.sql(), fetch, exact=narrow, filters=f)
             txt_hits = self._text.search(f, terms, fetch)
@@ -485,6 +512,12 @@ class ChunkIndex(BulkRebuild, Projection):
                 txt_hits = self._text.search(f, terms, fetch)
         else:
             txt_hits = self._text.search(f, terms, fetch)
+        return self._ranked(mode, f, vec_hits, txt_hits, n, top_k, min_score, opts, qvec, terms)
+
+    def _ranked(self, mode: str, f: Filters, vec_hits: list[tuple[str, float]], txt_hits: list[tuple[float, Row]],
+                n: int, top_k: int, min_score: float | None, opts: SearchOptions, qvec: np.ndarray | None,
+                terms: Sequence[str]) -> list[SearchHit]:
+        """Cut each side's candidates at ``n`` by (score, recency, key), then fuse them."""
         vec_hits = sorted(vec_hits, key=lambda h: (h[1], h[0]))[:n]
         txt_hits = sorted(txt_hits, key=lambda h: (-h[0], -h[1].ts, h[1].key))[:n]
         return self._fuse(mode, f, vec_hits, txt_hits, top_k, min_score, opts, qvec, terms)

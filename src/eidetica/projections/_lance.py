@@ -16,10 +16,9 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .._blas import single_threaded_blas
 from ._base import engine_boundary
 from ._rows import Filters, Pred, Row, sql_str
-from ._vectors import VectorSlots
+from ._scan import ExactScans
 
 __all__ = ["LanceChunks", "ANN_DEFAULTS"]
 
@@ -191,83 +190,6 @@ class StreamedAdd:
         self._thread.join()
 
 
-class _FactVectors(VectorSlots):
-    """One user's fact rows (key, filter fields, unit vector) in a preallocated matrix.
-
-    A user's facts are few (``max_memories``) and asked for often (``recall``): an exact
-    scan of this matrix is one matmul, where a LanceDB query costs several calls into its
-    background event loop and schema reads (about 20 ms for 10,000 facts, against 0.3 ms).
-    Rows are added and removed in place (removed rows are zeroed and reused).
-    """
-
-    def __init__(self, dim: int) -> None:
-        super().__init__(dim, extra={"live": bool, "ts": np.int64})  # mat: unit rows, a dot product is the cosine
-        self.rows: list[Row | None] = []  # slim rows, beside ``keys``: the fields filters and deletes read
-        self.by_source: dict[str, set[str]] = {}
-
-    def add(self, row: Row, vector: np.ndarray) -> None:
-        """Insert or replace a row by key."""
-        self.remove(row.key)
-        row = Row(key=row.key, id=row.id, tenant=row.tenant, user_id=row.user_id, session_id=row.session_id,
-                  kind=row.kind, source_id=row.source_id, text="", category=row.category, confidence=0.0, ts=row.ts,
-                  etime=row.etime, metadata=b"")
-        v = np.asarray(vector, np.float32)
-        i = self.put(row.key, v / (float(np.linalg.norm(v)) or 1.0))
-        if i == len(self.rows):
-            self.rows.append(row)
-        else:
-            self.rows[i] = row
-        self.extra["live"][i] = True
-        self.extra["ts"][i] = row.ts
-        self.by_source.setdefault(row.source_id, set()).add(row.key)
-
-    def remove(self, key: str) -> None:
-        """Drop a row by key (no-op when absent)."""
-        i = self.drop(key)
-        if i is None:
-            return
-        row = self.rows[i]
-        keys = self.by_source.get(row.source_id)  # type: ignore[union-attr]
-        if keys is not None:
-            keys.discard(key)
-            if not keys:
-                del self.by_source[row.source_id]  # type: ignore[union-attr]
-        self.rows[i] = None
-
-    def delete(self, p: Pred) -> None:
-        """Remove the rows a delete predicate covers."""
-        if p.field == "source_id":
-            keys = list(self.by_source.get(p.value, ()))
-        else:
-            keys = [r.key for r in self.rows if r is not None and getattr(r, p.field) == p.value]
-        for k in keys:
-            r = self.rows[self.slot[k]]
-            if r is not None and p.matches(r):
-                self.remove(k)
-
-    def search(self, vector: np.ndarray, f: Filters, limit: int) -> list[tuple[str, float]]:
-        """(key, cosine distance) of the nearest ``limit`` live rows the filters admit."""
-        n = len(self.rows)
-        if not self.slot or limit <= 0:
-            return []
-        q = np.asarray(vector, np.float32)
-        q = q / (float(np.linalg.norm(q)) or 1.0)
-        with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
-            sims = self.mat[:n] @ q
-        ok = self.extra["live"][:n].copy()
-        if f.since is not None:
-            ok &= self.extra["ts"][:n] >= f.since
-        if f.until is not None:
-            ok &= self.extra["ts"][:n] < f.until
-        if f.category is not None:
-            ok &= np.fromiter((r is not None and r.category == f.category for r in self.rows), bool, n)
-        idx = np.flatnonzero(ok)
-        if len(idx) > limit:
-            part = np.argpartition(-sims[idx], limit - 1)[:limit]
-            idx = idx[part]
-        return [(self.rows[i].key, 1.0 - float(sims[i])) for i in idx]  # type: ignore[union-attr]
-
-
 @engine_boundary
 class LanceChunks:
     """The ``chunks`` table: idempotent writes, filtered vector search, ANN and compaction."""
@@ -296,12 +218,9 @@ class LanceChunks:
         # store opened to be read (a restart, a CLI query) never needs it
         self._keys: set[int] | None = None
         self._stream: StreamedAdd | None = None  # an open bulk append (rebuild), see bulk_add
-        # (tenant, user_id) -> that user's fact rows in memory, loaded on the user's first
-        # fact query and kept in step by every write below; least recently used dropped
-        # beyond ``fact_cache_rows`` rows in all
-        self._facts: dict[tuple[str, str], _FactVectors] = {}
-        self._facts_lock = threading.RLock()  # searches run on other threads than writes
-        self.fact_cache_rows = 200_000
+        # small scopes (a tenant, a user, a user's kinds) answered by an exact scan in memory,
+        # loaded on their first query and kept in step by every write below (see _scan)
+        self.scans = ExactScans(dim, self._load_scope, self.count)
 
     # -- opening -----------------------------------------------------------------------
     def _open(self) -> Any:
@@ -353,8 +272,7 @@ class LanceChunks:
             self._stream = StreamedAdd(self.table, schema(self.dim))
         self._stream.put(rows_to_batch(rows, self.dim))
         self.keys.update(hash(r.key) for r in rows)
-        with self._facts_lock:
-            self._facts.clear()  # a rebuild: reloaded from the table on the next query
+        self.scans.clear()  # a rebuild: reloaded from the table on the next query
 
     def flush_bulk(self) -> None:
         """Commit the open streamed add, if any."""
@@ -377,11 +295,7 @@ class LanceChunks:
         self.flush_bulk()
         for i in range(0, len(preds), _MAX_OR):
             self.table.delete(" OR ".join(p.sql() for p in preds[i : i + _MAX_OR]))
-        with self._facts_lock:
-            for (tenant, _), fv in self._facts.items():
-                for p in preds:
-                    if p.tenant == tenant and (p.kinds is None or "fact" in p.kinds):
-                        fv.delete(p)
+        self.scans.delete(preds)
 
     def update_confidence(self, updates: Sequence[tuple[Pred, float]]) -> None:
         """Set ``confidence`` on the rows each predicate covers."""
@@ -407,14 +321,7 @@ class LanceChunks:
         if fresh:
             self.table.add(rows_to_table(fresh, self.dim))
         self.keys.update(hash(r.key) for r in rows)
-        with self._facts_lock:
-            for r in rows if self._facts else ():
-                fv = self._facts.get((r.tenant, r.user_id))
-                if fv is not None:
-                    if r.kind == "fact":
-                        fv.add(r, r.vector)
-                    else:
-                        fv.remove(r.key)  # a key rewritten as another kind
+        self.scans.upsert(rows)
 
     # -- reading -----------------------------------------------------------------------
     def count(self, where: str | None = None) -> int:
@@ -422,49 +329,35 @@ class LanceChunks:
         return int(self.table.count_rows(where) if where else self.table.count_rows())
 
     def answers_in_memory(self, f: Filters | None) -> bool:
-        """Whether a vector search with these filters is one user's facts, answered from memory (fast)."""
-        return not (f is None or f.kinds != ("fact",) or f.user_id is None or f.session_id is not None
-                    or f.exclude_session is not None or self._stream is not None)
+        """Whether a vector search with these filters is answered by a loaded in-memory scope (fast)."""
+        return f is not None and self._stream is None and self.scans.loaded(f) is not None
 
-    def _user_facts(self, f: Filters | None) -> _FactVectors | None:
-        """The in-memory fact rows that answer a query with these filters exactly, or None."""
-        if f is None or not self.answers_in_memory(f):
-            return None
-        key = (f.tenant, f.user_id)
-        fv = self._facts.pop(key, None)
-        if fv is None:
-            fv = _FactVectors(self.dim)
-            where = f"tenant = {sql_str(f.tenant)} AND user_id = {sql_str(f.user_id)} AND kind = 'fact'"
-            cols = [c for c in _COLUMNS if c != "time"] + ["vector"]
-            for batch in self._scan(cols, where):
-                t = pa.Table.from_batches([batch])
-                flat = t.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-                mat = np.asarray(flat, dtype=np.float32).reshape(t.num_rows, self.dim)
-                for row, v in zip(table_to_rows(t), mat):
-                    fv.add(row, v)
-            total = sum(len(x.slot) for x in self._facts.values())
-            while self._facts and total + len(fv.slot) > self.fact_cache_rows:
-                total -= len(self._facts.pop(next(iter(self._facts))).slot)
-        self._facts[key] = fv  # most recently used last
-        return fv
+    def _load_scope(self, where: str, limit: int) -> Iterator[tuple[list[Row], np.ndarray]]:
+        """Rows (without vectors) and their vectors matching a filter, at most ``limit`` (for ``scans``)."""
+        cols = [c for c in _COLUMNS if c != "time"] + ["vector"]
+        q = self.table.search().select(cols).where(where).limit(limit)
+        for batch in q.to_batches():
+            t = pa.Table.from_batches([batch])
+            flat = t.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            yield table_to_rows(t), np.asarray(flat, dtype=np.float32).reshape(t.num_rows, self.dim)
 
     def vector_search(
         self, vector: np.ndarray, where: str, limit: int, *, exact: bool = False, filters: Filters | None = None
     ) -> list[tuple[str, float]]:
         """Nearest rows by cosine distance among those the filter admits: (key, distance).
 
-        ``filters`` (the same filters as ``where``) lets one user's fact query be answered
-        exactly from memory (see ``_FactVectors``).
+        ``filters`` (the same filters as ``where``) lets a query of a small scope (a tenant, a
+        user, a user's kinds of rows) be answered exactly from memory (see ``_scan``).
 
         With an ANN index, exactly ``nprobes`` partitions are scanned (a fixed probe count
         is several times faster in LanceDB than an open-ended one). When that yields fewer
         than ``limit`` rows (a narrow filter, or a small tenant) the query is repeated
         exactly over the filtered rows, so a narrow filter never loses results.
         """
-        with self._facts_lock:
-            fv = self._user_facts(filters)
-            if fv is not None:
-                return fv.search(vector, filters, limit)  # type: ignore[arg-type]
+        if filters is not None and self._stream is None:
+            hits = self.scans.search(vector, filters, limit)
+            if hits is not None:
+                return hits
         q = (
             self.table.search(vector, vector_column_name="vector")
             .distance_type("cosine")
@@ -489,15 +382,8 @@ class LanceChunks:
     def vectors(self, tenant: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Stored vectors of rows by key within one tenant (query side: rescoring, MMR; callers take
         cosines, so a row served from memory comes unit-normalised)."""
-        out: dict[str, np.ndarray] = {}
         keys = list(dict.fromkeys(keys))
-        with self._facts_lock:
-            for (t, _), fv in self._facts.items():
-                if t == tenant:
-                    for k in keys:
-                        i = fv.slot.get(k)
-                        if i is not None:
-                            out[k] = fv.mat[i].copy()
+        out = self.scans.vectors(tenant, keys)
         keys = [k for k in keys if k not in out]
         for i in range(0, len(keys), 512):
             part = keys[i : i + 512]
@@ -614,8 +500,7 @@ class LanceChunks:
         data = self.table.to_arrow()  # live rows of the current version (deletions applied)
         self.table.add(data, mode="overwrite")
         self._has_ann = None
-        with self._facts_lock:
-            self._facts.clear()
+        self.scans.clear()
         del data
         self.optimize(dt.timedelta(0))
         self.ensure_scalar_indexes()
@@ -631,8 +516,7 @@ class LanceChunks:
         self.table = self._db.create_table(TABLE, schema=schema(self.dim), exist_ok=True)
         self._has_ann = None
         self.keys = set()
-        with self._facts_lock:
-            self._facts.clear()
+        self.scans.clear()
 
     def stats(self) -> dict[str, Any]:
         """Rows, versions, fragments and index state of the table."""

@@ -333,7 +333,7 @@ class TantivyChunks:
         if not terms:
             return []
         gen = self._gen
-        searcher = self.index.searcher()
+        searcher = self._searcher()  # the cached one: a new searcher per query cost about 0.5 ms
         n_docs, _ = self._tenant_stats(searcher, gen, tenant)
         return [math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
                 for df in (self._df(searcher, gen, tenant, t) for t in terms)]

@@ -2,7 +2,8 @@
 
 Rows are replaced in place, freed rows are zeroed and reused, and capacity doubles when full,
 so no write rebuilds the matrix (``np.stack`` of every vector per write made writes slow down
-as a user's facts grew). Used by the curator's nearest-fact check and the index's fact scan.
+as a user's facts grew). Used by the curator's nearest-fact check and the index's exact scans
+(``_scan``).
 """
 
 from __future__ import annotations

@@ -177,7 +177,9 @@ class LocalViews:
                 people = self.participant_names(tenant, user)
             options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
         opts = SearchOptions.check(**options)
-        vector = embedder.embed([q])[0] if mode != "text" else None
+        # a callable: the index embeds the query while its BM25 side runs (the index is local here,
+        # in the facade's process or in the views replica that answers)
+        vector = (lambda: embedder.embed([q])[0]) if mode != "text" else None
         return self.index.search(tenant=tenant, text=q, vector=vector, mode=mode, user_id=user, options=opts, **search)
 
     def close(self) -> None:
