@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 import time
+from typing import Any
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -84,7 +85,7 @@ def _tree_cpu_s(root: int) -> float:
     return sum(_cpu_s(p) for p in tree)
 
 
-def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str, float]:
+def read_phase(root: str, agents: int, messages: int, searches: int, embedder: str = "default") -> dict[str, float]:
     """Searches/s and latency of ``agents`` agents (half per node) with 1, then 2 view replicas of one store."""
     import numpy as np
     import ray
@@ -99,9 +100,13 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
     ray.init(address=cluster.address, namespace="eidetica", log_to_driver=False)
     path = os.path.join(root, "reads")
     out: dict[str, float] = {}
+
+    def make_embedder() -> Any:
+        """The store's default embedder (MiniLM, what a user gets) or the cheap hash one (--read-embedder hash)."""
+        return HashEmbedder(dim=64) if embedder == "hash" else None
     try:
         users = 16
-        m = eidetica.open(path, runtime="ray", embedder=HashEmbedder(dim=64), config=CONFIG)
+        m = eidetica.open(path, runtime="ray", embedder=make_embedder(), config=CONFIG)
         topics = ["hiking", "cooking", "chess", "guitar", "gardening", "kayak", "paris", "budget"]
         for u in range(users):
             s = m.session(f"s{u}", user=f"u{u}", buffer=250)
@@ -117,7 +122,7 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
         @ray.remote(num_cpus=0)
         class Agent:
             def __init__(self, replicas: int, user: str) -> None:
-                self.m = eidetica.open(path, runtime="ray", embedder=HashEmbedder(dim=64), config=CONFIG,
+                self.m = eidetica.open(path, runtime="ray", embedder=make_embedder(), config=CONFIG,
                                        views_replicas=replicas)
                 self.user = user
 
@@ -139,13 +144,15 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
                 lat = []
                 for i in range(n):
                     t = time.perf_counter()
-                    self.m.search(f"{topics[i % len(topics)]} plans", user=self.user)
+                    # distinct questions, as a fleet's are: a repeated one would be answered from the
+                    # embedder's cache and measure no embedding at all
+                    self.m.search(f"{topics[i % len(topics)]} plans of {self.user}, question {i}", user=self.user)
                     lat.append(time.perf_counter() - t)
                 return lat
 
         for replicas in (1, 2):
             # the replicas are up and caught up before the agents come (as a deployment would start them)
-            owner = eidetica.open(path, runtime="ray", embedder=HashEmbedder(dim=64), config=CONFIG, views_replicas=replicas)
+            owner = eidetica.open(path, runtime="ray", embedder=make_embedder(), config=CONFIG, views_replicas=replicas)
             for r in range(replicas):
                 owner.views.order = [r]
                 owner.search("hiking", user="u0")
@@ -213,6 +220,7 @@ def read_phase(root: str, agents: int, messages: int, searches: int) -> dict[str
         out["log_disk_bytes"] = du(os.path.join(path, "log"))
         out["read_agents"] = agents
         out["read_messages"] = messages
+        out["read_embedder"] = embedder  # type: ignore[assignment]
         shutdown_store(path)
     finally:
         ray.shutdown()
@@ -225,9 +233,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer agents and messages")
     ap.add_argument("--reads-only", action="store_true", help="only the read phase (replicas)")
+    ap.add_argument("--read-embedder", choices=["default", "hash"], default="default",
+                    help="the read phase's embedder: the store's default model (what a user gets, default) or the "
+                         "cheap hash embedder (searches then cost little inside a replica)")
     args = ap.parse_args()
     agents, messages = (4, 100) if args.quick else (8, 250)
-    read_messages, searches = (2_000, 10) if args.quick else (20_000, 40)
+    # 100 searches an agent: rounds of some 20 s, long enough that Ray's start-up noise averages out
+    read_messages, searches = (2_000, 10) if args.quick else (20_000, 100)
     import ray
 
     from eidetica._fleet import shutdown_store
@@ -235,7 +247,7 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="eidetica-fleet-")
     if args.reads_only:
         try:
-            print(json.dumps(read_phase(root, 16, read_messages, searches)))
+            print(json.dumps(read_phase(root, 16, read_messages, searches, args.read_embedder)))
         finally:
             shutil.rmtree(root, ignore_errors=True)
         return
@@ -253,7 +265,7 @@ def main() -> None:
     finally:
         ray.shutdown()
     try:
-        reads = read_phase(root, 16, read_messages, searches)
+        reads = read_phase(root, 16, read_messages, searches, args.read_embedder)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({
