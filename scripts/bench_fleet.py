@@ -164,7 +164,8 @@ def read_phase(root: str, agents: int, messages: int, searches: int, embedder: s
                      if n.startswith(f"eidetica:{key_of}:") and n.split(":", 2)[2] in ("log", "embedder", "views", "views:1")}
             pids = {part: ray.get(h.pid.remote()) for part, h in named.items() if hasattr(h, "pid")}
             pids.update({f"agent{k}": ray.get(a.pid.remote()) for k, a in enumerate(pool)})
-            served0 = {part: ray.get(h.status.remote())["served"] for part, h in named.items() if part.startswith("views")}
+            status0 = {part: ray.get(h.status.remote()) for part, h in named.items() if part.startswith("views")}
+            served0 = {part: st["served"] for part, st in status0.items()}
             cpu0 = {part: _cpu_s(p) for part, p in pids.items()}
             tree0 = _tree_cpu_s(os.getpid())
             t = time.perf_counter()
@@ -174,7 +175,12 @@ def read_phase(root: str, agents: int, messages: int, searches: int, embedder: s
             key = f"{replicas}_replica" + ("s" if replicas > 1 else "")
             n = len(lat)
             for part, before in served0.items():
-                done = ray.get(named[part].status.remote())["served"] - before
+                st = ray.get(named[part].status.remote())
+                done = st["served"] - before
+                # where a served search's wall time went inside the replica, ms per search (this round only)
+                spent = {k: round((v - status0[part].get("timings", {}).get(k, 0.0)) / max(done, 1) * 1000, 2)
+                         for k, v in st.get("timings", {}).items()}
+                print(f"  {part} on node {st['node'][:8]}: served {done}, ms per search {spent}", flush=True)
                 out[f"served_{part.replace(':', '')}_{key}"] = done
                 if done:  # what one search costs the replica that answered it (2 replicas on 2 cores: both busy?)
                     out[f"cpu_ms_per_served_search_{part.replace(':', '')}_{key}"] = round(used[part] / done * 1000, 2)

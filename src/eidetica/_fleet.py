@@ -378,6 +378,8 @@ class ViewsActor:
         self._heads = _Heads(lambda: _get(log.heads.remote()))
         self._lock = threading.Lock()
         self.served = 0  # searches answered (the tests check which replica served an agent)
+        # seconds summed over served searches, per stage: where a search's wall time goes (issue #20)
+        self.timings = {"floor": 0.0, "lock_wait": 0.0, "reach": 0.0, "query": 0.0, "query_cpu": 0.0}
 
     def _target(self, target: str) -> Any:
         return self.views if target == "views" else getattr(self.views, target)
@@ -418,11 +420,23 @@ class ViewsActor:
 
     def query(self, floor: dict[int, int] | None, timeout: float, tenant: str, text: str, **kw: Any) -> Any:
         """A whole search from the user's words (``LocalViews.query``), embedded here, at the floor."""
+        t0 = time.perf_counter()
         floor = self._floor(floor)
+        t1 = time.perf_counter()
         with self._lock:
+            t2 = time.perf_counter()
             self._reach(floor, timeout)
+            t3, c3 = time.perf_counter(), time.thread_time()
             self.served += 1
-            return self.views.query(self.embedder, tenant, text, **kw)
+            try:
+                return self.views.query(self.embedder, tenant, text, **kw)
+            finally:
+                tm = self.timings
+                tm["floor"] += t1 - t0
+                tm["lock_wait"] += t2 - t1
+                tm["reach"] += t3 - t2
+                tm["query"] += time.perf_counter() - t3
+                tm["query_cpu"] += time.thread_time() - c3
 
     def copy_to(self, path: str) -> None:
         """Copy this replica's views, as of its checkpoint, into a new replica's (empty) directory.
@@ -459,6 +473,7 @@ class ViewsActor:
             "replica": self.name, "node": ray.get_runtime_context().get_node_id(), "path": str(self.views.index_dir),
             "applied": applied, "lag": sum(max(0, heads[p] - applied[p]) for p in parts), "served": self.served,
             "head_fetches": self._heads.fetches, "started": self.started,
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
 
     def node(self) -> str:
