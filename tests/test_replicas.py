@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -248,3 +249,49 @@ def test_the_stats_command_shows_each_replicas_applied_offset_and_lag(store, nod
     r = run("stats", "--address", "auto", store=path)
     assert r.returncode == 0, r.stderr
     assert "view replicas" in r.stdout and "views:1" in r.stdout
+
+
+def test_readers_on_a_node_without_a_replica_spread_over_every_replica() -> None:
+    from eidetica._fleet import _least_used, _serving_order
+
+    # a node with no replica: the first choice varies with the process, not always replica 0 (issue #20)
+    assert {_serving_order(["a", "b"], "c", pid)[0] for pid in range(4)} == {0, 1}
+    assert _serving_order(["a", "b"], "b", 7) == [1, 0]  # the replica on this node first, the others after
+    assert _serving_order(["a", "b", "a"], "a", 1) == [2, 0, 1]  # several here: one of them, by process
+    # replica 1 goes to the node without a replica, wherever replica 0 happens to run
+    assert _least_used(["a", "b"], ["b"], 1) == "a" and _least_used(["a", "b"], ["a"], 1) == "b"
+    assert _least_used(["a", "b"], ["a", "b"], 2) == "a"  # every node has one: node i mod N
+
+
+def test_a_second_replica_goes_to_the_node_replica_zero_leaves_free(ray_session, tmp_path, nodes) -> None:
+    """Replica 0 may predate the replicas, on any node (a single views actor): replica 1 still takes the other one."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from eidetica._fleet import ACTOR_OPTIONS, ViewsActor, store_key
+
+    path = tmp_path / "store"
+    first = open_store(path, views_replicas=None)
+    first.remember("my kayak is green", user="u")
+    first.close()
+    key = store_key(path)
+    ray.kill(ray.get_actor(f"eidetica:{key}:views"), no_restart=True)
+    # replica 0 back on the node that "replica i on node i mod N" would also give replica 1
+    later = sorted(nodes)[1]
+    log_h, emb_h = ray.get_actor(f"eidetica:{key}:log"), ray.get_actor(f"eidetica:{key}:embedder")
+    for _ in range(100):  # a killed actor frees its name asynchronously
+        try:
+            zero = ViewsActor.options(
+                name=f"eidetica:{key}:views", lifetime="detached", **ACTOR_OPTIONS,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(later, soft=False),
+            ).remote(str(path), log_h, emb_h, "views", HashEmbedder(dim=64))
+            break
+        except ValueError:
+            time.sleep(0.1)
+    assert ray.get(zero.node.remote()) == later
+    m = open_store(path, views_replicas=2)
+    try:
+        assert sorted(r["node"] for r in m.views.status()) == sorted(nodes)  # one replica per node
+        assert [h.text for h in m.recall("kayak", user="u")][:1] == ["my kayak is green"]
+    finally:
+        m.close()
+        shutdown_store(path)

@@ -544,6 +544,18 @@ class _ReplicaTarget:
         return call
 
 
+def _serving_order(nodes: Sequence[str], here: str, spread: int) -> list[int]:
+    """Replica indexes to try, first choice first: one on this node when there is one, else any, chosen by ``spread``.
+
+    Without a replica here the first choice still varies with ``spread`` (the process id): a node
+    with no replica sends its readers over every replica, not all of them to replica 0 (issue #20).
+    """
+    local = [i for i, n in enumerate(nodes) if n == here]
+    pool = local or list(range(len(nodes)))
+    first = pool[spread % len(pool)] if pool else None
+    return ([first] if first is not None else []) + [i for i in range(len(nodes)) if i != first]
+
+
 class ReplicatedViews:
     """Views served by N replicas: reads go to a replica on this process's node when there is one.
 
@@ -565,9 +577,7 @@ class ReplicatedViews:
         self.synced = False  # until the facade's first sync, reads need no floor
         nodes = [_get(h.node.remote()) for h in handles]
         here = ray.get_runtime_context().get_node_id()
-        local = [i for i, n in enumerate(nodes) if n == here]
-        # one replica on this node when there is one (spread by process id when several), else any
-        self.order = ([local[os.getpid() % len(local)]] if local else []) + [i for i in range(len(handles)) if i not in local[:1]]
+        self.order = _serving_order(nodes, here, os.getpid())
         self.state = _ReplicaTarget(self, "state")
         self.index = _ReplicaTarget(self, "index")
         self.projector = _ReplicaTarget(self, "projector")
@@ -667,21 +677,36 @@ def _node_replicas(
     return handles, names
 
 
+def _least_used(nodes: Sequence[str], placed: Sequence[str], i: int) -> str:
+    """The node for replica ``i``: one holding the fewest replicas so far, node ``i`` mod N among equals.
+
+    Replica 0 may predate the replicas (a single views actor, placed by Ray anywhere): pinning
+    replica i to node i mod N regardless put both of 2 replicas on one node in measured runs.
+    """
+    return min(nodes, key=lambda n: (placed.count(n), (nodes.index(n) - i) % len(nodes)))
+
+
 def _start_replicas(
     root: Path, key: str, log_h: Any, emb_h: Any, count: int, model: Embedder | None = None, seed: bool = True,
 ) -> tuple[list[Any], list[str]]:
     """Replica i lives in its own directory (replica 0 in the store's, as a single views actor does),
-    pinned to node i mod alive nodes at the time it is first created."""
+    pinned when first created to an alive node holding the fewest replicas so far (``_least_used``)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
     handles: list[Any] = []
     names: list[str] = []
+    placed: list[str] = []  # the node of each replica so far (an existing one stays where it runs)
     for i in range(count):
         name = f"eidetica:{key}:views" if i == 0 else f"eidetica:{key}:views:{i}"
         path = root if i == 0 else root / "replicas" / str(i)
+        if handles:
+            try:
+                placed.append(_get(handles[-1].node.remote()))
+            except _GONE:  # down for now: Ray restarts it where it was pinned, so count it nowhere
+                pass
         # hard affinity: a soft one was seen spilling a replica onto a busy head node under load
-        strategy = NodeAffinitySchedulingStrategy(nodes[i % len(nodes)], soft=False) if nodes else "SPREAD"
+        strategy = NodeAffinitySchedulingStrategy(_least_used(nodes, placed, i), soft=False) if nodes else "SPREAD"
         donor = handles[0] if (seed and handles) else None  # replica 0 folds the log; the others may copy it
         # detached: a replica an agent created must outlive that agent (shutdown_store ends it)
         handles.append(ViewsActor.options(name=name, get_if_exists=True, scheduling_strategy=strategy, lifetime="detached",
