@@ -114,18 +114,22 @@ def log_child(path: str) -> None:
     os._exit(0)
 
 
+def child_open(flag: str, path: Path, aside: Path | None) -> dict:
+    """Run this script's ``flag`` child on ``path`` in a fresh process, with ``aside`` (if given) moved away meanwhile."""
+    moved = aside.with_name(aside.name + ".aside") if aside is not None else None
+    if moved is not None:
+        os.replace(aside, moved)
+    try:
+        out = subprocess.run([sys.executable, __file__, flag, str(path)], check=True, capture_output=True, text=True)
+    finally:
+        if moved is not None:
+            os.replace(moved, aside)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def measure_log(path: Path, checkpoint: bool) -> dict:
     """The log's own open in a fresh process, with its recovery checkpoint or with it moved away (a full scan)."""
-    ckpt = path / "log" / "p000" / "recovery.ckpt"
-    aside = ckpt.with_suffix(".aside")
-    if not checkpoint:
-        os.replace(ckpt, aside)
-    try:
-        out = subprocess.run([sys.executable, __file__, "--log-child", str(path)], check=True, capture_output=True, text=True)
-    finally:
-        if not checkpoint:
-            os.replace(aside, ckpt)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_open("--log-child", path, None if checkpoint else path / "log" / "p000" / "recovery.ckpt")
 
 
 def log_opens(paths: dict[str, Path]) -> dict:
@@ -142,15 +146,7 @@ def log_opens(paths: dict[str, Path]) -> dict:
 
 def measure(path: Path, snapshots: bool) -> dict:
     """One fresh-process open of a store, with its snapshot or with the snapshots moved away."""
-    snaps, aside = path / "snapshots", path / "snapshots.aside"
-    if not snapshots:
-        os.replace(snaps, aside)
-    try:
-        out = subprocess.run([sys.executable, __file__, "--child", str(path)], check=True, capture_output=True, text=True)
-    finally:
-        if not snapshots:
-            os.replace(aside, snaps)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_open("--child", path, None if snapshots else path / "snapshots")
 
 
 def ram_per_message(path: Path, messages: int) -> dict:
@@ -263,9 +259,9 @@ def main() -> None:
     try:
         for label, n in (("small", small), ("large", large)):
             path = root / f"store-{n}"
-            for moved in (path / "snapshots.aside", path / "log" / "p000" / "recovery.aside"):  # an interrupted run's
+            for moved in (path / "snapshots.aside", path / "log" / "p000" / "recovery.ckpt.aside"):  # an interrupted run's
                 if moved.exists():
-                    os.replace(moved, moved.with_name("snapshots" if moved.name == "snapshots.aside" else "recovery.ckpt"))
+                    os.replace(moved, moved.with_name(moved.name.removesuffix(".aside")))
             if not (path / "snapshots").is_dir():
                 shutil.rmtree(path, ignore_errors=True)
                 took = build(path, n)
