@@ -1,6 +1,6 @@
-"""Throughput of the default (NumPy) embedder, and of sentence-transformers + torch when installed.
+"""Throughput of the default (onnxruntime) embedder, and of sentence-transformers + torch when installed.
 
-    python scripts/bench_embed.py [--quick] [--texts N] [--batch-size B]
+    python scripts/bench_embed.py [--quick] [--texts N] [--batch-size B] [--variants]
 
 Both run on the same deterministic short texts (sentences of 5-60 words). The last line of
 output is one JSON object::
@@ -8,8 +8,15 @@ output is one JSON object::
     {"default_texts_per_s": ..., "torch_texts_per_s": null|..., "max_abs_diff": null|...}
 
 ``max_abs_diff`` is the largest absolute difference between the two embedders' vectors. The
-embedders' caches are off, so every text is really embedded. Run it with OMP_NUM_THREADS and
-OPENBLAS_NUM_THREADS unset: NumPy's BLAS then uses every core, as it would for a user.
+embedders' caches are off, so every text is really embedded. Run it with OMP_NUM_THREADS unset:
+the embedder then runs batches on every usable core, as it would for a user.
+
+``--variants`` also measures the onnxruntime options weighed in issue 25, in CPU time per call
+(which holds under load) for one 12-token text and per text in batches of 32 and 100, each with
+its worst cosine against the default: the shipped graph (standard ops, ORT level ALL) on 1 and 2
+intra-op threads, the same graph after ``onnxruntime.transformers.optimizer`` (Attention,
+SkipLayerNorm, BiasGelu fusions), and dynamic int8 (all ops; weight MatMuls per channel). The
+JSON then has a ``variants`` object.
 """
 
 from __future__ import annotations
@@ -72,6 +79,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer texts; well under a minute")
     ap.add_argument("--texts", type=int, default=None, help="number of texts (default 2000, 300 with --quick)")
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--variants", action="store_true", help="also time the onnxruntime variants (fused, int8, 2 threads)")
     args = ap.parse_args()
     n = args.texts or (300 if args.quick else 2000)
 
@@ -96,7 +104,7 @@ def main() -> None:
     local.embed(warm)
     ours, secs, cpu = timed(local.embed, texts)
     default_rate = n / secs
-    print(f"default (NumPy): {secs:.2f}s, {default_rate:.1f} texts/s; CPU {cpu:.2f}s = {n / cpu:.1f} texts per CPU-second")
+    print(f"default (onnxruntime): {secs:.2f}s, {default_rate:.1f} texts/s; CPU {cpu:.2f}s = {n / cpu:.1f} texts per CPU-second")
 
     torch_rate = None
     max_diff = None
@@ -115,17 +123,100 @@ def main() -> None:
         print(f"torch (sentence-transformers): {tsecs:.2f}s, {torch_rate:.1f} texts/s; ratio {default_rate / torch_rate:.2f}x")
         print(f"max abs diff: {max_diff:.2e}")
 
+    variants = measure_variants(local, texts) if args.variants else None
     print(f"after: {load_note()}")
     sys.stdout.flush()
-    print(
-        json.dumps(
-            {
-                "default_texts_per_s": round(default_rate, 1),
-                "torch_texts_per_s": None if torch_rate is None else round(torch_rate, 1),
-                "max_abs_diff": max_diff,
-            }
-        )
-    )
+    result: dict = {
+        "default_texts_per_s": round(default_rate, 1),
+        "torch_texts_per_s": None if torch_rate is None else round(torch_rate, 1),
+        "max_abs_diff": max_diff,
+    }
+    if variants is not None:
+        result["variants"] = variants
+    print(json.dumps(result))
+
+
+def measure_variants(local, texts: list[str]) -> dict:
+    """CPU ms per call of onnxruntime variants of the model, and their worst cosine vs the default."""
+    import tempfile
+
+    import onnx
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+    from safetensors.numpy import load_file
+
+    from eidetica.providers._bert_onnx import build_bert_graph
+
+    model = local._model
+    graph, weights = build_bert_graph(load_file(str(model.model_dir / "model.safetensors")), model.cfg)
+    proto = onnx.load_from_string(graph)
+    # weights inside the proto: the optimizer and the quantizer read initializers
+    from onnx import numpy_helper
+
+    kept = [t for t in proto.graph.initializer if t.name not in weights]
+    del proto.graph.initializer[:]
+    proto.graph.initializer.extend(kept + [numpy_helper.from_array(a, name) for name, a in weights.items()])
+    tmp = tempfile.mkdtemp(prefix="bench_embed_")
+    plain = os.path.join(tmp, "plain.onnx")
+    onnx.save(proto, plain)
+    cfg = model.cfg
+    fused = optimize_model(proto, model_type="bert", num_heads=int(cfg["num_attention_heads"]),
+                           hidden_size=int(cfg["hidden_size"]), opt_level=0)
+    fused_path = os.path.join(tmp, "fused.onnx")
+    fused.save_model_to_file(fused_path)
+    print("fused graph:", dict(sorted(fused.get_fused_operator_statistics().items())))
+    int8_all = os.path.join(tmp, "int8.onnx")
+    quantize_dynamic(plain, int8_all, weight_type=QuantType.QInt8, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    inits = {t.name for t in proto.graph.initializer}
+    weight_matmuls = [n.name for n in proto.graph.node if n.op_type == "MatMul" and n.input[1] in inits]
+    int8_w = os.path.join(tmp, "int8_weights.onnx")
+    quantize_dynamic(plain, int8_w, weight_type=QuantType.QInt8, per_channel=True, nodes_to_quantize=weight_matmuls,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+
+    def session(path: str, threads: int):
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.log_severity_level = 3
+        return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+    one = ["My sister moved to Lisbon last spring for work."]
+    sets = {"one": one, "b32": texts[:32], "b100": texts[:100]}
+
+    def feeds(batch: list[str]) -> dict:
+        ids = model.tokenize(batch)
+        width = max(map(len, ids))
+        a = np.zeros((len(ids), width), np.int64)
+        m = np.zeros_like(a)
+        for i, t in enumerate(ids):
+            a[i, : len(t)] = t
+            m[i, : len(t)] = 1
+        return {"input_ids": a, "attention_mask": m}
+
+    ref = {k: local.embed(v) for k, v in sets.items()}
+    out: dict = {}
+    for name, path, threads in [("ort_fp32_1t", plain, 1), ("ort_fp32_2t", plain, 2), ("ort_fused_fp32_1t", fused_path, 1),
+                                ("ort_int8_all_1t", int8_all, 1), ("ort_int8_weights_1t", int8_w, 1)]:
+        sess = session(path, threads)
+        row: dict = {}
+        worst = 1.0
+        for key, batch in sets.items():
+            f = feeds(batch)
+            vec = sess.run(["pooled"], f)[0]
+            vec /= np.linalg.norm(vec, axis=1, keepdims=True)
+            worst = min(worst, float((vec * ref[key]).sum(1).min()))
+            reps = 100 if key == "one" else 3
+            c = time.process_time()
+            for _ in range(reps):
+                sess.run(["pooled"], f)
+            per_call = (time.process_time() - c) / reps * 1000
+            row[f"{key}_cpu_ms" if key == "one" else f"{key}_cpu_ms_per_text"] = round(per_call / len(batch), 2)
+        row["min_cosine_vs_default"] = round(worst, 6)
+        print(f"{name}: {row}")
+        out[name] = row
+    return out
 
 
 if __name__ == "__main__":
