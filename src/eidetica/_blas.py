@@ -1,10 +1,10 @@
 """Thread-local control of OpenBLAS's threads (NumPy 2 wheels bundle OpenBLAS >= 0.3.27).
 
 OpenBLAS's own threads synchronise at every call; when other processes compete for the
-cores, each sync waits for a descheduled thread, and small products (one short text through
-the model, one user's fact scan) ran 5-50x slower than on one thread. ``single_threaded_blas()``
+cores, each sync waits for a descheduled thread, and small products (one user's fact scan,
+the curator's nearest-fact check) ran 5-50x slower than on one thread. ``single_threaded_blas()``
 runs a block with one BLAS thread in the calling thread only, and restores the setting after.
-Imported by providers and projections alike (a leaf module, like ``errors``).
+Imported by actors and projections alike (a leaf module, like ``errors``).
 """
 
 from __future__ import annotations
