@@ -13,6 +13,7 @@ import msgspec
 
 from .actors import (
     STRATEGIES,
+    ActorSnapshots,
     Hit,
     LocalRuntime,
     MemoryConfig,
@@ -123,7 +124,9 @@ class Memory:
                                              snapshot_events=self.config.snapshot_events,
                                              snapshot_seconds=self.config.snapshot_seconds)
             self._qlock = threading.RLock()
-            self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
+            self.actor_snapshots = ActorSnapshots(self.path / "snapshots" / "actors", self.config.actor_snapshot_events)
+            self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock,
+                                                   self.actor_snapshots)
             self.schedules = self._schedules_face()
             self.items = Items(self)
         except BaseException:
@@ -656,6 +659,7 @@ class Memory:
             self.views.fresh(self.embedder)
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the compacted log
+        self.actor_snapshots.clear()  # they may hold forgotten text (a deleted fact's content)
         return report
 
     def reembed(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
@@ -700,7 +704,8 @@ class Memory:
             )
             self.embedder = embedder
             if isinstance(self.runtime, LocalRuntime):
-                self.runtime = LocalRuntime(self.log, embedder, self.llm, self.config, self.clock)
+                self.runtime = LocalRuntime(self.log, embedder, self.llm, self.config, self.clock,
+                                            self.actor_snapshots)
         return total
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:

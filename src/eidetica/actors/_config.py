@@ -49,13 +49,16 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
     # then replays only what follows the newest one)
     snapshot_events: int = 50_000
     snapshot_seconds: float = 300.0
+    # a session actor or curator snapshots its fold once this many of its stream's events are
+    # not covered by one (at first use and on close), so its next first use replays only the tail
+    actor_snapshot_events: int = 1_000
     # schedules
     min_interval_seconds: int = 60
     max_run_history: int = 20
 
     def __post_init__(self) -> None:
         for name in ("window", "token_budget", "restore_messages", "chunk_chars", "max_memories", "retain_recent",
-                     "snapshot_events"):
+                     "snapshot_events", "actor_snapshot_events"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidInput(name, "must be an int >= 1", v)
