@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import threading
 import uuid
@@ -132,6 +133,11 @@ class Memory:
         except BaseException:
             self.log.close()
             raise
+        self._hk_stop = threading.Event()
+        self._hk: threading.Thread | None = None
+        if self.config.housekeeping_seconds > 0:
+            self._hk = threading.Thread(target=self._housekeeping, name="eidetica-housekeeping", daemon=True)
+            self._hk.start()
         self.extraction_failures = 0
 
     def for_tenant(self, tenant: str) -> "Memory":
@@ -163,13 +169,36 @@ class Memory:
         elif current.model_id != self.embedder.model_id or current.dim != self.embedder.dim:  # type: ignore[attr-defined]
             raise EmbeddingModelChanged(f"{current.model_id} ({current.dim}-d)", f"{self.embedder.model_id} ({self.embedder.dim}-d)")  # type: ignore[attr-defined]
 
+    def housekeep(self) -> dict[str, Any]:
+        """Write what is due now: the log's recovery checkpoints and the state snapshot (the housekeeping thread's work)."""
+        maintain = getattr(self.log, "maintain", None)
+        out: dict[str, Any] = {"log_checkpoints": maintain() if maintain is not None else 0, "state_snapshot": None}
+        views_housekeep = getattr(self.views, "housekeep", None)
+        if views_housekeep is not None:
+            with self._qlock:
+                if not self._closed:
+                    out["state_snapshot"] = views_housekeep()
+        return out
+
+    def _housekeeping(self) -> None:
+        """Off the appends' path: checkpoints and snapshots of a long-running process (a server) while it writes."""
+        while not self._hk_stop.wait(self.config.housekeeping_seconds):
+            try:
+                self.housekeep()
+            except Exception:  # noqa: BLE001 - an optimisation only: the next open replays more
+                logging.getLogger("eidetica").warning("housekeeping failed", exc_info=True)
+
     def close(self) -> None:
         """Flush and release the store."""
         if self._closed:
             return
-        self._closed = True
         if not getattr(self, "_owner", True):
+            self._closed = True
             return
+        self._hk_stop.set()
+        if self._hk is not None and self._hk is not threading.current_thread():
+            self._hk.join()
+        self._closed = True
         try:
             if self._pending is not None:
                 self._pending.close()  # one last try; what still fails is logged as lost
