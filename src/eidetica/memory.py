@@ -135,7 +135,8 @@ class Memory:
             raise
         self._hk_stop = threading.Event()
         self._hk: threading.Thread | None = None
-        if self.config.housekeeping_seconds > 0:
+        # embedded stores only: on Ray the log and the views live in their own actors
+        if self.config.housekeeping_seconds > 0 and isinstance(self.log, ArrowLog) and isinstance(self.views, LocalViews):
             self._hk = threading.Thread(target=self._housekeeping, name="eidetica-housekeeping", daemon=True)
             self._hk.start()
         self.extraction_failures = 0
@@ -171,13 +172,13 @@ class Memory:
 
     def housekeep(self) -> dict[str, Any]:
         """Write what is due now: the log's recovery checkpoints and the state snapshot (the housekeeping thread's work)."""
-        maintain = getattr(self.log, "maintain", None)
-        out: dict[str, Any] = {"log_checkpoints": maintain() if maintain is not None else 0, "state_snapshot": None}
-        views_housekeep = getattr(self.views, "housekeep", None)
-        if views_housekeep is not None:
+        out: dict[str, Any] = {"log_checkpoints": 0, "state_snapshot": None}
+        if isinstance(self.log, ArrowLog):
+            out["log_checkpoints"] = self.log.maintain()
+        if isinstance(self.views, LocalViews):
             with self._qlock:
                 if not self._closed:
-                    out["state_snapshot"] = views_housekeep()
+                    out["state_snapshot"] = self.views.housekeep()
         return out
 
     def _housekeeping(self) -> None:
