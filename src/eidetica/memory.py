@@ -683,13 +683,14 @@ class Memory:
     def compact(self) -> dict[str, int]:
         """Erase forgotten content from disk: redact it in the log, rebuild the indices afresh."""
         self._sync()
+        self.actor_snapshots.clear()  # first: a crash during the rewrite must not leave one behind
         with self._qlock:
             redact, _ = plan_compaction(self.log)
             report = self.log.redact(redact)  # type: ignore[attr-defined]
             self.views.fresh(self.embedder)
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the compacted log
-        self.actor_snapshots.clear()  # they may hold forgotten text (a deleted fact's content)
+        self.actor_snapshots.clear()  # and what closing the actors wrote: they may hold forgotten text
         return report
 
     def reembed(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
