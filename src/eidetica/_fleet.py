@@ -26,6 +26,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import os
+import pickle
 import shutil
 import threading
 import time
@@ -509,6 +510,15 @@ class ViewsActor:
                 tm["query"] += time.perf_counter() - t3
                 tm["query_cpu"] += time.thread_time() - c3
 
+    def search(self, request: bytes) -> bytes:
+        """``query`` with its arguments and its hits pickled in one blob each (issue #20).
+
+        Ray serialises every argument of a call on its own (a search has a dozen): one blob
+        each way cut the reader's CPU per search.
+        """
+        floor, timeout, tenant, text, kw = pickle.loads(request)
+        return pickle.dumps(self.query(floor, timeout, tenant, text, **kw), protocol=pickle.HIGHEST_PROTOCOL)
+
     def copy_to(self, path: str) -> None:
         """Copy this replica's views, as of its checkpoint, into a new replica's (empty) directory.
 
@@ -680,7 +690,10 @@ class ReplicatedViews:
 
     def query(self, embedder: Embedder, tenant: str, text: str, *, min_offset: dict[int, int] | None = None, **kw: Any) -> Any:
         """A whole search, answered (and embedded) by the serving replica in one call, at least at ``min_offset``."""
-        return self._serve(lambda h, floor: h.query.remote(floor, self.timeout, tenant, text, **kw), min_offset)
+        def ask(h: Any, floor: dict[int, int]) -> Any:
+            return h.search.remote(pickle.dumps((floor, self.timeout, tenant, text, kw), protocol=pickle.HIGHEST_PROTOCOL))
+
+        return pickle.loads(self._serve(ask, min_offset))
 
     def participant_names(self, tenant: str, user: str) -> frozenset[str]:
         """Names of the participants of a user's conversations, from the serving replica."""
