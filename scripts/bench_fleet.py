@@ -108,6 +108,27 @@ def _cpu_by_process(root: int) -> dict[int, float]:
     return {p: _cpu_s(p) for p in _tree(root)}
 
 
+def _cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds so far of a process's threads, summed by thread name (digits dropped: one pool, one name)."""
+    import re
+
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        name = re.sub(r"[\d_-]+$", "", raw[raw.index("(") + 1:raw.rindex(")")]) or "?"
+        fields = raw.rsplit(")", 1)[1].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+
+
 def _threads(pid: int) -> int:
     """Threads of a live process (0 when it is gone)."""
     try:
@@ -217,18 +238,23 @@ def read_phase(root: str, agents: int, messages: int, searches: int, embedder: s
         out["agent_nodes"] = len(set(ray.get([a.node.remote() for a in pool])))
         parts = ["views", "views1", "agents", "log", "embedder", "driver", "raylet", "gcs_server",
                  "ray_workers_other", "ray_other"]
-        totals: dict[int, dict[str, Any]] = {1: {"lat": [], "el": 0.0, "cpu": {}, "served": {}, "timings": {}},
-                                             2: {"lat": [], "el": 0.0, "cpu": {}, "served": {}, "timings": {}}}
+        totals: dict[int, dict[str, Any]] = {r: {"lat": [], "el": 0.0, "cpu": {}, "served": {}, "timings": {}, "threads": {}}
+                                             for r in (1, 2)}
         per_round = []
         for rnd in range(rounds):
             replicas = 1 if rnd % 2 == 0 else 2
             tot = totals[replicas]
             status0 = {part: ray.get(h.status.remote()) for part, h in named.items() if part.startswith("views")}
             cpu0 = _cpu_by_process(os.getpid())
+            threads0 = {part: _cpu_by_thread(p) for part, p in replica_pids.items()}
             t = time.perf_counter()
             lat = np.concatenate(ray.get([a.run.remote(replicas, searches) for a in pool]))
             el = time.perf_counter() - t
             cpu1 = _cpu_by_process(os.getpid())
+            for part, p in replica_pids.items():  # inside each replica: which threads spent its CPU
+                by = tot["threads"].setdefault(part, {})
+                for name, c in _cpu_by_thread(p).items():
+                    by[name] = by.get(name, 0.0) + c - threads0[part].get(name, 0.0)
             used: dict[str, float] = {}
             for pid, c in cpu1.items():
                 label = _label(pid, known)
@@ -261,6 +287,10 @@ def read_phase(root: str, agents: int, messages: int, searches: int, embedder: s
                 if done:  # what one search costs the replica that answered it
                     out[f"cpu_ms_per_served_search_{label}_{key}"] = round(tot["cpu"].get(label, 0.0) / done * 1000, 2)
                     spent = {k: round(v / done * 1000, 2) for k, v in tot["timings"].get(label, {}).items()}
+                    # CPU ms per served search by thread name, the biggest first
+                    by = sorted(tot["threads"].get(label, {}).items(), key=lambda kv: -kv[1])
+                    out[f"cpu_ms_per_served_search_by_thread_{label}_{key}"] = {  # type: ignore[assignment]
+                        name: round(v / done * 1000, 2) for name, v in by if v / done * 1000 >= 0.05}
                     print(f"  {label}, {replicas} replica(s): served {done}, ms per search {spent}", flush=True)
             for label in parts:  # where one search's CPU goes, process by process
                 out[f"cpu_ms_per_search_{label}_{key}"] = round(tot["cpu"].get(label, 0.0) / n * 1000, 2)
