@@ -11,7 +11,7 @@ questions (--quick 100, full 200) and the same model (all-MiniLM-L6-v2 from the
   calling ``remember`` one at a time; each store's projection (LanceDB + Tantivy) is caught up
   inside the timed span, as the peers index inside theirs. ``max_memories`` is raised above N
   and the reinforce / supersede thresholds above any cosine, so every memory is stored as
-  the peers' ``infer=False`` stores it (the curator's nearest-fact scan still runs). ``recall(q, top_k=10)`` with eidetica's default (NumPy) embedder.
+  the peers' ``infer=False`` stores it (the curator's nearest-fact scan still runs). ``recall(q, top_k=10)`` with eidetica's default (onnxruntime) embedder.
 * mem0 (``add(text, user_id=U, infer=False)``, embedded qdrant, ``search(filters=user)``),
   LangGraph ``InMemoryStore`` and ``SqliteStore`` (sqlite-vec, through pysqlite3): one add per
   memory, the model run by sentence-transformers on CPU torch, as their users would.

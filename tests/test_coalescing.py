@@ -76,6 +76,46 @@ def test_an_error_reaches_every_caller_of_its_batch_only() -> None:
     assert c([1, 2]) == [1, 2]
 
 
+def test_with_then_the_next_batch_runs_fn_while_this_one_runs_then() -> None:
+    in_then, second_fn = threading.Event(), threading.Event()
+    order: list[tuple[str, list[int]]] = []
+
+    def fn(items: list[int]) -> list[int]:
+        order.append(("fn", list(items)))
+        if items == [1]:
+            second_fn.set()
+        return items
+
+    def then(items: list[int], prepared: list[int]) -> list[int]:
+        if items == [0]:
+            # the first batch's second stage (a commit) waits for the next batch's first stage
+            in_then.set()
+            assert second_fn.wait(30), "the next batch could not start while this one committed"
+        order.append(("then", list(items)))
+        return [x * 10 for x in prepared]
+
+    c = Coalescer(fn, then=then)
+    results: dict[int, list[int]] = {}
+    first = threading.Thread(target=lambda: results.__setitem__(0, c([0])))
+    first.start()
+    assert in_then.wait(30)
+    second = threading.Thread(target=lambda: results.__setitem__(1, c([1])))
+    second.start()
+    first.join(30)
+    second.join(30)
+    assert results == {0: [0], 1: [10]}
+    assert order == [("fn", [0]), ("fn", [1]), ("then", [0]), ("then", [1])]  # stages overlap, commits in order
+    assert c.calls == 2
+
+
+def test_an_error_in_then_reaches_its_batch_and_the_next_batch_still_runs() -> None:
+    c = Coalescer(lambda items: items, then=lambda items, prepared: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        c([1])
+    c.then = lambda items, prepared: [x + 1 for x in prepared]
+    assert c([1, 2]) == [2, 3]
+
+
 class GatedEmbedder(HashEmbedder):
     """HashEmbedder whose first model call waits for the test (so other callers queue behind it)."""
 

@@ -162,7 +162,7 @@ def _reference_embedding(ids: list[int], w: dict[str, np.ndarray], cfg: dict) ->
     return pooled / np.linalg.norm(pooled)
 
 
-def test_numpy_forward_matches_an_independent_float64_reference(local: LocalEmbedder) -> None:
+def test_forward_matches_an_independent_float64_reference(local: LocalEmbedder) -> None:
     from safetensors.numpy import load_file
 
     path = default_model_path()
@@ -280,6 +280,38 @@ def test_concurrent_use_from_threads() -> None:
     assert not errors
     for r in results:
         np.testing.assert_allclose(r, expected, atol=1e-6)
+
+
+def test_model_runtime_loads_on_first_embed_not_at_open(tmp_path: Path) -> None:
+    # `import eidetica` and `eidetica.open()` with the default embedder must not pay for onnxruntime.
+    code = f"""
+import sys, eidetica
+m = eidetica.open({str(tmp_path / 's')!r})
+before = "onnxruntime" in sys.modules
+v = m.embedder.embed(["hello world"])
+print(before, "onnxruntime" in sys.modules, round(float(v[0, 0]), 4))
+m.close()
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True", str(round(float(HELLO_WORLD_FIRST5[0]), 4))], out.stderr
+
+
+def test_survives_pickling_and_fork(local: LocalEmbedder) -> None:
+    import multiprocessing
+    import pickle
+
+    texts = ["I live in Paris.", "ok", "a somewhat longer sentence about the weather in spring"]
+    expected = LocalEmbedder(cache_size=0).embed(texts)  # the parent's session exists before the fork
+    copy = pickle.loads(pickle.dumps(LocalEmbedder(cache_size=0)))
+    np.testing.assert_allclose(copy.embed(texts), expected, atol=1e-6)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply(_embed_in_child, (texts,))
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
+def _embed_in_child(texts: list[str]) -> np.ndarray:
+    return default_embedder().embed(texts)
 
 
 def test_bad_model_path_is_a_provider_error(tmp_path: Path) -> None:

