@@ -139,7 +139,7 @@ def _threads(pid: int) -> int:
 
 
 def read_phase(root: str, agents: int, messages: int, searches: int, embedder: str = "default",
-               rounds: int = 4) -> dict[str, Any]:
+               rounds: int = 4, replica_start: str = "copy") -> dict[str, Any]:
     """Searches/s and latency of ``agents`` agents (half per node) with 1 and 2 view replicas of one store.
 
     ``rounds`` alternate 1, 2, 1, 2, ... replicas on the same store with the same agents (each holds
@@ -220,7 +220,8 @@ def read_phase(root: str, agents: int, messages: int, searches: int, embedder: s
                 return lat
 
         # the replicas are up and caught up before the agents come (as a deployment would start them)
-        owner = eidetica.open(path, runtime="ray", embedder=make_embedder(), config=CONFIG, views_replicas=2)
+        owner = eidetica.open(path, runtime="ray", embedder=make_embedder(), config=CONFIG, views_replicas=2,
+                              replica_start=replica_start)
         for r in range(2):
             owner.views.order = [r]
             owner.search("hiking", user="u0")
@@ -352,6 +353,8 @@ def main() -> None:
     ap.add_argument("--reads-only", action="store_true", help="only the read phase (replicas)")
     ap.add_argument("--read-rounds", type=int, default=4,
                     help="read rounds, alternating 1 and 2 replicas (even: every 1-replica round has its 2-replica pair)")
+    ap.add_argument("--replica-start", choices=["copy", "replay"], default="copy",
+                    help="how the read phase's second replica starts")
     ap.add_argument("--read-embedder", choices=["default", "hash"], default="default",
                     help="the read phase's embedder: the store's default model (what a user gets, default) or the "
                          "cheap hash embedder (searches then cost little inside a replica)")
@@ -366,7 +369,8 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="eidetica-fleet-")
     if args.reads_only:
         try:
-            print(json.dumps(read_phase(root, 16, read_messages, searches, args.read_embedder, args.read_rounds)))
+            print(json.dumps(read_phase(root, 16, read_messages, searches, args.read_embedder, args.read_rounds,
+                                        args.replica_start)))
         finally:
             shutil.rmtree(root, ignore_errors=True)
         return
@@ -384,7 +388,7 @@ def main() -> None:
     finally:
         ray.shutdown()
     try:
-        reads = read_phase(root, 16, read_messages, searches, args.read_embedder, args.read_rounds)
+        reads = read_phase(root, 16, read_messages, searches, args.read_embedder, args.read_rounds, args.replica_start)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({

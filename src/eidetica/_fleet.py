@@ -990,7 +990,8 @@ def open_ray(
 def shutdown_store(path: str | os.PathLike[str]) -> None:
     """Kill a store's named actors (the log closes; data stays on disk)."""
     key = store_key(path)
-    for name in ray.util.list_named_actors(all_namespaces=False):
+    # the log last: a replica's follower long-polls it until the replica is gone
+    for name in sorted(ray.util.list_named_actors(all_namespaces=False), key=lambda n: n.endswith(":log")):
         if name.startswith(f"eidetica:{key}:"):
             try:
                 ray.kill(ray.get_actor(name), no_restart=True)
