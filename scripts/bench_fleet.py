@@ -129,22 +129,34 @@ def _cpu_by_thread(pid: int) -> dict[str, float]:
     return out
 
 
-def _threads(pid: int) -> int:
-    """Threads of a live process (0 when it is gone)."""
+def _threads(pid: int) -> dict[str, int]:
+    """Threads of a live process, counted by name (digits dropped)."""
+    import re
+
+    out: dict[str, int] = {}
     try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
-    except (OSError, StopIteration):
-        return 0
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = re.sub(r"[\d_-]+$", "", f.read().strip()) or "?"
+        except OSError:
+            continue
+        out[name] = out.get(name, 0) + 1
+    return out
 
 
-def read_phase(root: str, agents: int, messages: int, searches: int, embedder: str = "default",
+def read_phase(root: str, agents: int, messages: int, seconds: float, embedder: str = "default",
                rounds: int = 4, replica_start: str = "copy") -> dict[str, Any]:
     """Searches/s and latency of ``agents`` agents (half per node) with 1 and 2 view replicas of one store.
 
     ``rounds`` alternate 1, 2, 1, 2, ... replicas on the same store with the same agents (each holds
     a handle of each kind), so load from outside the benchmark hits both alike; the speedup is the
-    median over the (1, 2) pairs, and every round is reported. CPU seconds per search are read per
+    median over the (1, 2) pairs, and every round is reported. A round lasts ``seconds``: every agent
+    searches until the same deadline (a fixed number of searches per agent would end a round with
+    the agents of the faster replica idle, waiting for the slower one's). CPU seconds per search are read per
     process from /proc (load-independent) and grouped by part: replicas, agents, log, embedder,
     driver, raylets, GCS, other Ray processes.
     """
@@ -205,9 +217,11 @@ def read_phase(root: str, agents: int, messages: int, searches: int, embedder: s
                 views = self.ms[replicas].views
                 return ray.get(views.handles[views.order[0]].node.remote()) == ray.get_runtime_context().get_node_id()
 
-            def run(self, replicas: int, n: int) -> list[float]:
+            def run(self, replicas: int, start: float, until: float) -> list[float]:
+                """Search from ``start`` to the wall-clock deadline; the latencies of the searches that ended before it."""
                 m, lat = self.ms[replicas], []
-                for _ in range(n):
+                time.sleep(max(0.0, start - time.time()))  # every agent starts at once
+                while True:
                     i = self.asked
                     self.asked += 1
                     t = time.perf_counter()
@@ -216,8 +230,9 @@ def read_phase(root: str, agents: int, messages: int, searches: int, embedder: s
                     # query before it is embedded, so the number alone must differ between agents)
                     m.search(f"{topics[i % len(topics)]} plans of {self.user}, question {self.k * 1_000_000 + i}",
                              user=self.user)
+                    if time.time() > until:
+                        return lat
                     lat.append(time.perf_counter() - t)
-                return lat
 
         # the replicas are up and caught up before the agents come (as a deployment would start them)
         owner = eidetica.open(path, runtime="ray", embedder=make_embedder(), config=CONFIG, views_replicas=2,
@@ -248,9 +263,10 @@ def read_phase(root: str, agents: int, messages: int, searches: int, embedder: s
             status0 = {part: ray.get(h.status.remote()) for part, h in named.items() if part.startswith("views")}
             cpu0 = _cpu_by_process(os.getpid())
             threads0 = {part: _cpu_by_thread(p) for part, p in replica_pids.items()}
-            t = time.perf_counter()
-            lat = np.concatenate(ray.get([a.run.remote(replicas, searches) for a in pool]))
-            el = time.perf_counter() - t
+            start = time.time() + 0.5  # the calls reach every agent before the round starts
+            until = start + seconds
+            lat = np.concatenate(ray.get([a.run.remote(replicas, start, until) for a in pool]))
+            el = seconds  # the round: from start to the deadline
             cpu1 = _cpu_by_process(os.getpid())
             for part, p in replica_pids.items():  # inside each replica: which threads spent its CPU
                 by = tot["threads"].setdefault(part, {})
@@ -279,6 +295,7 @@ def read_phase(root: str, agents: int, messages: int, searches: int, embedder: s
             print(f"read round {rnd + 1}/{rounds}, {replicas} replica(s): {rate:,} searches/s, p50 "
                   f"{np.percentile(lat, 50) * 1000:.1f} ms, replicas busy {busy} cores, load {os.getloadavg()[0]:.1f}",
                   flush=True)
+        out["replica_threads_after"] = {part: _threads(p) for part, p in replica_pids.items()}  # type: ignore[assignment]
         for replicas, tot in totals.items():
             key = f"{replicas}_replica" + ("s" if replicas > 1 else "")
             lat = np.concatenate(tot["lat"])
@@ -360,8 +377,8 @@ def main() -> None:
                          "cheap hash embedder (searches then cost little inside a replica)")
     args = ap.parse_args()
     agents, messages = (4, 100) if args.quick else (8, 250)
-    # 100 searches an agent: rounds of some 20 s, long enough that Ray's start-up noise averages out
-    read_messages, searches = (2_000, 25) if args.quick else (20_000, 100)
+    # rounds of 15 s (4 quick), long enough that Ray's start-up noise averages out
+    read_messages, seconds = (2_000, 4.0) if args.quick else (20_000, 15.0)
     import ray
 
     from eidetica._fleet import shutdown_store
@@ -369,7 +386,7 @@ def main() -> None:
     root = tempfile.mkdtemp(prefix="eidetica-fleet-")
     if args.reads_only:
         try:
-            print(json.dumps(read_phase(root, 16, read_messages, searches, args.read_embedder, args.read_rounds,
+            print(json.dumps(read_phase(root, 16, read_messages, seconds, args.read_embedder, args.read_rounds,
                                         args.replica_start)))
         finally:
             shutil.rmtree(root, ignore_errors=True)
@@ -388,7 +405,7 @@ def main() -> None:
     finally:
         ray.shutdown()
     try:
-        reads = read_phase(root, 16, read_messages, searches, args.read_embedder, args.read_rounds, args.replica_start)
+        reads = read_phase(root, 16, read_messages, seconds, args.read_embedder, args.read_rounds, args.replica_start)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps({
