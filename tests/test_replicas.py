@@ -323,3 +323,22 @@ def test_a_second_replica_goes_to_the_node_replica_zero_leaves_free(ray_session,
     finally:
         m.close()
         shutdown_store(path)
+
+
+def test_a_handle_reads_what_was_committed_before_it_opened(ray_session, tmp_path) -> None:
+    """The floor starts at the log's heads as of the open: a replica that predates the replicas catches up."""
+    path = tmp_path / "store"
+    # replica 0 is the writer's single views actor, which never read nor follows the log on its own
+    first = open_store(path, views_replicas=None, replica_follow=0.0)
+    try:
+        first.session("c", user="u").extend(
+            [{"role": "user", "content": f"my kayak trip number {i} was great"} for i in range(5)])
+        later = open_store(path, views_replicas=2, replica_follow=0.0)
+        assert later.written == first.written  # the heads at its open, nothing written itself
+        for r in range(2):  # each replica, asked by a handle that wrote nothing, answers what the log held
+            later.views.order = [r]
+            assert len(later.search("kayak trip", user="u", min_score=0.0)) == 5
+        later.close()
+    finally:
+        first.close()
+        shutdown_store(path)

@@ -71,7 +71,8 @@ def _utcnow() -> dt.datetime:
 
 
 class Written:
-    """The last log offset per partition that a handle's writes reached: its reads' floor (issue #20).
+    """The last log offset per partition that a handle's writes reached (from the log's heads when it
+    opened on): its reads' floor (issue #20).
 
     A read through a view replica waits until the replica applied these offsets and no others,
     so a handle that wrote nothing (or whose writes its replica already holds) reads with no
@@ -413,7 +414,7 @@ class ViewsActor:
 
     def __init__(
         self, path: str, log: Any, embedder: Any, name: str = "views", model: Embedder | None = None, seed: Any = None,
-        follow: float = 0.0,
+        follow: float = 0.2,
     ) -> None:
         from .projections import LocalViews  # lazily: LanceDB is imported inside this worker only
 
@@ -971,6 +972,8 @@ def open_ray(
     log_h = LogActor.options(name=f"eidetica:{key}:log", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root / "log"), fsync)
     emb_h = EmbedderActor.options(name=f"eidetica:{key}:embedder", get_if_exists=True, **ACTOR_OPTIONS).remote(embedder)
     written = Written()  # this handle's writes, through any of its parts: its reads' floor
+    # and what was committed before it opened: one call to the log per handle, none per read
+    written.note({p: h - 1 for p, h in enumerate(_get(log_h.heads.remote())) if h > 0})
     if views_replicas == "node":
         handles, names = _node_replicas(root, key, log_h, emb_h, embedder, replica_start == "copy", float(replica_follow))
         views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout), written)
@@ -979,7 +982,9 @@ def open_ray(
                                          float(replica_follow))
         views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout), written)
     else:
-        views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root), log_h, emb_h, "views", embedder)
+        # it follows the log too: it becomes replica 0 when a later client opens the store with replicas
+        views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(
+            str(root), log_h, emb_h, "views", embedder, None, float(replica_follow))
         views = RemoteViews(views_h, emb_h)
     config = config or MemoryConfig()
     llm = llm or OfflineLLM()

@@ -219,7 +219,7 @@ class Memory:
 
     @property
     def written(self) -> dict[int, int]:
-        """The last log offset per partition this handle wrote: pass it as another handle's ``min_offset``."""
+        """The last log offset per partition this handle wrote (or, on Ray, found committed when it opened): pass it as another handle's ``min_offset``."""
         tracked = getattr(self.runtime, "written", None)
         if tracked is not None:  # Ray: the offsets this handle's writes reached
             return tracked.floor()
