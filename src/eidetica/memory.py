@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import threading
 import uuid
@@ -13,6 +14,7 @@ import msgspec
 
 from .actors import (
     STRATEGIES,
+    ActorSnapshots,
     Hit,
     LocalRuntime,
     MemoryConfig,
@@ -123,12 +125,20 @@ class Memory:
                                              snapshot_events=self.config.snapshot_events,
                                              snapshot_seconds=self.config.snapshot_seconds)
             self._qlock = threading.RLock()
-            self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock)
+            self.actor_snapshots = ActorSnapshots(self.path / "snapshots" / "actors", self.config.actor_snapshot_events)
+            self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock,
+                                                   self.actor_snapshots)
             self.schedules = self._schedules_face()
             self.items = Items(self)
         except BaseException:
             self.log.close()
             raise
+        self._hk_stop = threading.Event()
+        self._hk: threading.Thread | None = None
+        # embedded stores only: on Ray the log and the views live in their own actors
+        if self.config.housekeeping_seconds > 0 and isinstance(self.log, ArrowLog) and isinstance(self.views, LocalViews):
+            self._hk = threading.Thread(target=self._housekeeping, name="eidetica-housekeeping", daemon=True)
+            self._hk.start()
         self.extraction_failures = 0
 
     def for_tenant(self, tenant: str) -> "Memory":
@@ -160,13 +170,36 @@ class Memory:
         elif current.model_id != self.embedder.model_id or current.dim != self.embedder.dim:  # type: ignore[attr-defined]
             raise EmbeddingModelChanged(f"{current.model_id} ({current.dim}-d)", f"{self.embedder.model_id} ({self.embedder.dim}-d)")  # type: ignore[attr-defined]
 
+    def housekeep(self) -> dict[str, Any]:
+        """Write what is due now: the log's recovery checkpoints and the state snapshot (the housekeeping thread's work)."""
+        out: dict[str, Any] = {"log_checkpoints": 0, "state_snapshot": None}
+        if isinstance(self.log, ArrowLog):
+            out["log_checkpoints"] = self.log.maintain()
+        if isinstance(self.views, LocalViews):
+            with self._qlock:
+                if not self._closed:
+                    out["state_snapshot"] = self.views.housekeep()
+        return out
+
+    def _housekeeping(self) -> None:
+        """Off the appends' path: checkpoints and snapshots of a long-running process (a server) while it writes."""
+        while not self._hk_stop.wait(self.config.housekeeping_seconds):
+            try:
+                self.housekeep()
+            except Exception:  # noqa: BLE001 - an optimisation only: the next open replays more
+                logging.getLogger("eidetica").warning("housekeeping failed", exc_info=True)
+
     def close(self) -> None:
         """Flush and release the store."""
         if self._closed:
             return
-        self._closed = True
         if not getattr(self, "_owner", True):
+            self._closed = True
             return
+        self._hk_stop.set()
+        if self._hk is not None and self._hk is not threading.current_thread():
+            self._hk.join()
+        self._closed = True
         try:
             if self._pending is not None:
                 self._pending.close()  # one last try; what still fails is logged as lost
@@ -694,12 +727,14 @@ class Memory:
     def compact(self) -> dict[str, int]:
         """Erase forgotten content from disk: redact it in the log, rebuild the indices afresh."""
         self._sync()
+        self.actor_snapshots.clear()  # first: a crash during the rewrite must not leave one behind
         with self._qlock:
             redact, _ = plan_compaction(self.log)
             report = self.log.redact(redact)  # type: ignore[attr-defined]
             self.views.fresh(self.embedder)
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the compacted log
+        self.actor_snapshots.clear()  # and what closing the actors wrote: they may hold forgotten text
         return report
 
     def reembed(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
@@ -744,7 +779,8 @@ class Memory:
             )
             self.embedder = embedder
             if isinstance(self.runtime, LocalRuntime):
-                self.runtime = LocalRuntime(self.log, embedder, self.llm, self.config, self.clock)
+                self.runtime = LocalRuntime(self.log, embedder, self.llm, self.config, self.clock,
+                                            self.actor_snapshots)
         return total
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:

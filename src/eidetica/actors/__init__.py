@@ -2,6 +2,7 @@
 
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Hit, Message
+from ._snapshots import ActorSnapshots
 from .curator import FactCurator
 from .items import ItemsActor
 from .notes import NotesActor
@@ -12,6 +13,7 @@ from .summarizer import Summarizer, SummaryResult
 
 __all__ = [
     "MemoryConfig",
+    "ActorSnapshots",
     "STRATEGIES",
     "Hit",
     "Message",

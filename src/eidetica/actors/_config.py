@@ -49,13 +49,19 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
     # then replays only what follows the newest one)
     snapshot_events: int = 50_000
     snapshot_seconds: float = 300.0
+    # a session actor or curator snapshots its fold once this many of its stream's events are
+    # not covered by one (at first use and on close), so its next first use replays only the tail
+    actor_snapshot_events: int = 1_000
+    # a housekeeping thread checks this often whether the log's recovery checkpoint or the
+    # state snapshot is due (a process that only appends, like a server, writes them too); 0: off
+    housekeeping_seconds: float = 1.0
     # schedules
     min_interval_seconds: int = 60
     max_run_history: int = 20
 
     def __post_init__(self) -> None:
         for name in ("window", "token_budget", "restore_messages", "chunk_chars", "max_memories", "retain_recent",
-                     "snapshot_events"):
+                     "snapshot_events", "actor_snapshot_events"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidInput(name, "must be an int >= 1", v)
@@ -70,5 +76,8 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
         if isinstance(self.snapshot_seconds, bool) or not isinstance(self.snapshot_seconds, (int, float)) \
                 or not self.snapshot_seconds > 0:
             raise InvalidInput("snapshot_seconds", "must be a number > 0", self.snapshot_seconds)
+        if isinstance(self.housekeeping_seconds, bool) or not isinstance(self.housekeeping_seconds, (int, float)) \
+                or self.housekeeping_seconds < 0:
+            raise InvalidInput("housekeeping_seconds", "must be a number >= 0", self.housekeeping_seconds)
         if self.max_sessions is not None and self.max_sessions < 1:
             raise InvalidInput("max_sessions", "must be None or >= 1", self.max_sessions)

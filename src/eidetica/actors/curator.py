@@ -7,10 +7,13 @@ import heapq
 import re
 import threading
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, Union
 
+import msgspec
 import numpy as np
+import pyarrow as pa
 
 from .._blas import single_threaded_blas
 from ..errors import InvalidInput, NotFound, ProviderError, WrongExpectedVersion
@@ -30,13 +33,19 @@ from ..events import (
 from ..events.streams import facts_stream
 from ..events.types import Event
 from ..providers import LLM, Embedder
+from ..projections._snapshot import SnapshotWarning
 from ..projections._vectors import VectorSlots
 from ..providers._base import Coalescer
 from ._config import MemoryConfig
+from ._snapshots import ActorSnapshot, ActorSnapshots, column, no_gc, times
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 
 __all__ = ["FactCurator", "RememberItem"]
 
+SNAPSHOT_SCHEMA = 1  # of the curator's snapshot tables; bump on any change (older ones are then refused)
+_TS = pa.timestamp("us", tz="UTC")
+_ENC = msgspec.msgpack.Encoder()
+_DEC_SOURCES = msgspec.msgpack.Decoder(list[list[dict[str, Any]]])
 RememberItem = Union[str, tuple, dict]  # "text" | (text, category) | {"content": ..., "category": ...}
 
 _TRIVIAL = {
@@ -116,8 +125,10 @@ class FactCurator:
         llm: LLM,
         config: MemoryConfig,
         clock: Callable[[], dt.datetime],
+        snapshots: ActorSnapshots | None = None,
     ) -> None:
         self.log = log
+        self.snapshots = snapshots
         self.tenant = tenant
         self.user_id = user_id
         self.embedder = embedder
@@ -133,20 +144,130 @@ class FactCurator:
 
     # -- state -----------------------------------------------------------------------
     def reload(self) -> None:
-        """Rebuild the fold from the log."""
+        """Rebuild the fold: from the curator's snapshot and the stream's tail after it, or the whole stream."""
         with self._lock:
-            self.facts: dict[str, _FactState] = {}
-            self.extracted: set[tuple[str, int]] = set()
-            self.requests: dict[str, str] = {}  # request id -> fact id (retried calls are no-ops)
-            self._vectors = _VectorSet(self.embedder.dim)
-            self._active: set[str] = set()
-            self._order: dict[str, int] = {}  # fact id -> assertion order (ties in the cap's choice)
-            # (confidence, reinforced, fact_id) pushed on every change; stale entries are
-            # skipped when popped, so finding the weakest facts for the cap costs O(log n)
-            self._weak: list[tuple[float, float, int, str]] = []
+            self._reset()
             self.version = self.log.stream_version(self.stream)
-            for rec in self.log.read_stream(self.stream):
+            snap = self._load_snapshot()
+            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
+            for rec in recs:
                 self._fold(rec.decode(), rec.time)
+            if recs:
+                self.version = max(self.version, recs[-1].version)
+            self.save_snapshot()  # a long replay is paid once, not on every start
+
+    def _reset(self) -> None:
+        self.facts: dict[str, _FactState] = {}
+        self.extracted: set[tuple[str, int]] = set()
+        self.requests: dict[str, str] = {}  # request id -> fact id (retried calls are no-ops)
+        self._vectors = _VectorSet(self.embedder.dim)
+        self._active: set[str] = set()
+        self._order: dict[str, int] = {}  # fact id -> assertion order (ties in the cap's choice)
+        # (confidence, reinforced, fact_id) pushed on every change; stale entries are
+        # skipped when popped, so finding the weakest facts for the cap costs O(log n)
+        self._weak: list[tuple[float, float, int, str]] = []
+        self._covered = -1  # the stream version the snapshot on disk covers
+
+    # -- snapshots -------------------------------------------------------------------
+    def _load_snapshot(self) -> ActorSnapshot | None:
+        if self.snapshots is None:
+            return None
+        snap = self.snapshots.load("curator", self.stream, SNAPSHOT_SCHEMA, self.log)
+        if snap is None:
+            return None
+        try:
+            with no_gc():
+                self._restore(snap)
+        except Exception as e:  # noqa: BLE001 - passed its checksum but not our reader: replay
+            warnings.warn(f"eidetica: ignoring the snapshot of {self.stream}: {e}; replaying the stream instead",
+                          SnapshotWarning, stacklevel=3)
+            self._reset()
+            return None
+        return snap
+
+    def _restore(self, snap: ActorSnapshot) -> None:
+        t, meta = snap.tables, snap.meta
+        if meta.get("model_id") != self.embedder.model_id or int(meta.get("dim", -1)) != self.embedder.dim:
+            raise ValueError(f"it holds vectors of {meta.get('model_id')}, not {self.embedder.model_id}")
+        f = t["facts"]
+        cols = {c: column(f, c) for c in ("fact_id", "content", "category", "confidence", "status", "superseded_by",
+                                          "order", "vector_row")}
+        # every fact's sources in one msgpack document: one decode call rather than one per fact
+        cols["sources"] = _DEC_SOURCES.decode(t["sources"].column("all")[0].as_py())
+        for c in ("created", "reinforced", "decayed"):
+            cols[c] = times(f, c)
+        dim = self.embedder.dim
+        mat = t["vectors"].column("v").combine_chunks().values.to_numpy().reshape(-1, dim)
+        for i, fid in enumerate(cols["fact_id"]):
+            row = cols["vector_row"][i]
+            fs = _FactState(fid, cols["content"][i], cols["category"][i], cols["confidence"][i], cols["status"][i],
+                            cols["created"][i], cols["reinforced"][i], cols["decayed"][i],
+                            vector=None if row < 0 else mat[row], superseded_by=cols["superseded_by"][i],
+                            sources=cols["sources"][i])
+            self.facts[fid] = fs
+            if fs.status == "active":
+                self._active.add(fid)
+        self._order = dict(zip(cols["fact_id"], cols["order"]))
+        # the vector set's rows exactly as the replay left them (freed rows, reuse order): nearest() breaks ties by row
+        vs = self._vectors
+        vs.keys = list(meta["vector_rows"])
+        vs.slot = {k: i for i, k in enumerate(vs.keys) if k is not None}
+        vs.free = list(meta["vector_free"])
+        vs.mat = np.zeros((max(64, len(vs.keys)), dim), np.float32)
+        for k, i in vs.slot.items():
+            vs.mat[i] = self.facts[k].vector
+        x = t["extracted"]
+        self.extracted = set(zip(column(x, "session_id"), column(x, "sequence")))
+        r = t["requests"]
+        self.requests = dict(zip(column(r, "request_id"), column(r, "fact_id")))
+        self._weak = [(fs.confidence, fs.reinforced.timestamp(), self._order[fs.fact_id], fs.fact_id)
+                      for fs in (self.facts[i] for i in self._active)]
+        heapq.heapify(self._weak)
+        self.version = max(self.version, snap.version)
+        self._covered = snap.version
+
+    def _tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+        """The fold as Arrow tables (lock held): what the curator's snapshot holds."""
+        fs = list(self.facts.values())
+        has = np.fromiter((f.vector is not None for f in fs), bool, len(fs))
+        facts = pa.table({
+            "fact_id": pa.array([f.fact_id for f in fs], pa.string()),
+            "content": pa.array([f.content for f in fs], pa.string()),
+            "category": pa.array([f.category for f in fs], pa.string()),
+            "confidence": pa.array([f.confidence for f in fs], pa.float64()),
+            "status": pa.array([f.status for f in fs], pa.string()),
+            "created": pa.array([f.created for f in fs], _TS),
+            "reinforced": pa.array([f.reinforced for f in fs], _TS),
+            "decayed": pa.array([f.decayed for f in fs], _TS),
+            "superseded_by": pa.array([f.superseded_by for f in fs], pa.string()),
+            "order": pa.array([self._order[f.fact_id] for f in fs], pa.int64()),
+            "vector_row": pa.array(np.where(has, np.cumsum(has) - 1, -1), pa.int64()),
+        })
+        with_vec = [f.vector for f in fs if f.vector is not None]
+        flat = np.concatenate(with_vec).astype("<f4") if with_vec else np.zeros(0, np.float32)
+        vectors = pa.table({"v": pa.FixedSizeListArray.from_arrays(pa.array(flat, pa.float32()), self.embedder.dim)})
+        ex = sorted(self.extracted)
+        extracted = pa.table({"session_id": pa.array([k[0] for k in ex], pa.string()),
+                              "sequence": pa.array([k[1] for k in ex], pa.int64())})
+        requests = pa.table({"request_id": pa.array(list(self.requests), pa.string()),
+                             "fact_id": pa.array(list(self.requests.values()), pa.string())})
+        meta = {"model_id": self.embedder.model_id, "dim": self.embedder.dim,
+                "vector_rows": list(self._vectors.keys), "vector_free": list(self._vectors.free)}
+        sources = pa.table({"all": pa.array([_ENC.encode([f.sources for f in fs])], pa.binary())})
+        return {"facts": facts, "extracted": extracted, "requests": requests, "vectors": vectors, "sources": sources}, meta
+
+    def save_snapshot(self, force: bool = False) -> bool:
+        """Write the curator's snapshot when ``snapshots.every`` events are not covered by it (any, when forced)."""
+        if self.snapshots is None:
+            return False
+        with self._lock:
+            behind = self.version - self._covered
+            if behind <= 0 or (behind < self.snapshots.every and not force):
+                return False
+            tables, meta = self._tables()
+            self.snapshots.write("curator", self.stream, SNAPSHOT_SCHEMA, tables, meta, self.log, self.version)
+            self._covered = self.version
+            return True
 
     def _fold(self, ev: Event, time: dt.datetime) -> None:
         f = self.facts.get(getattr(ev, "fact_id", ""))
@@ -213,13 +334,15 @@ class FactCurator:
             heapq.heappush(self._weak, item)
         return out
 
-    def _commit(self, events: list[tuple[Event, dt.datetime | None]], folded: bool = False) -> int:
+    def _commit(self, events: list[tuple[Event, dt.datetime | None]], folded: bool = False,
+                now: dt.datetime | None = None) -> int:
         """Append events with the curator's version as the expectation, then fold them.
 
         ``folded``: the events were folded already (a plan that later items of the same call
         had to see); a failed append then refolds the log, so no unwritten event stays in state.
+        ``now``: the time they were folded with, so the log records what the state holds.
         """
-        now = self.clock()
+        now = now or self.clock()
         news = [NewEvent.of(e, tenant=self.tenant, time=t or now) for e, t in events]
         try:
             _, last = self.log.append(self.stream, news, self.version)
@@ -344,7 +467,7 @@ class FactCurator:
                             self._fold(e, t or now)
                         events += pruned
                     if events:
-                        self._commit(events, folded=True)
+                        self._commit(events, folded=True, now=now)
                     return ids
                 except WrongExpectedVersion:
                     if attempt == 2:
@@ -419,7 +542,11 @@ class FactCurator:
     def forget_user(self) -> int:
         """Append the user tombstone to the facts stream; returns its offset."""
         with self._lock:
-            return self._commit([(UserForgotten(user_id=self.user_id), None)])
+            last = self._commit([(UserForgotten(user_id=self.user_id), None)])
+            if self.snapshots is not None:
+                self.snapshots.drop("curator", self.stream)  # it holds the forgotten facts
+                self._covered = -1
+            return last
 
     def extract(self, messages: Sequence[dict[str, Any]]) -> list[str]:
         """Extract durable facts from user messages (dicts: session_id, sequence, content, metadata).

@@ -15,6 +15,7 @@ from .curator import FactCurator
 from .items import ItemsActor, WriteBehind
 from .notes import NotesActor
 from .schedules import SchedulesActor
+from ._snapshots import ActorSnapshots
 from .session import SessionActor
 from .summarizer import Summarizer
 
@@ -26,13 +27,13 @@ ACTOR_KINDS = ("session", "curator", "notes", "schedules", "items", "summarizer"
 
 def make_actor(
     kind: str, log: EventLog, args: tuple, embedder: Embedder, llm: LLM, config: MemoryConfig,
-    clock: Callable[[], dt.datetime], behind: WriteBehind | None = None,
+    clock: Callable[[], dt.datetime], behind: WriteBehind | None = None, snapshots: ActorSnapshots | None = None,
 ) -> Any:
     """A plain actor of ``kind`` over ``log`` (``args``: its tenant and ids); every runtime builds them here."""
     if kind == "session":
-        return SessionActor(log, *args, embedder, config, clock)
+        return SessionActor(log, *args, embedder, config, clock, snapshots)
     if kind == "curator":
-        return FactCurator(log, *args, embedder, llm, config, clock)
+        return FactCurator(log, *args, embedder, llm, config, clock, snapshots)
     if kind == "notes":
         return NotesActor(log, *args, embedder, clock)
     if kind == "schedules":
@@ -79,9 +80,11 @@ class LocalRuntime(Runtime):
     """Actors as plain objects in this process, one lock each; imports no Ray."""
 
     def __init__(
-        self, log: EventLog, embedder: Embedder, llm: LLM, config: MemoryConfig, clock: Callable[[], dt.datetime]
+        self, log: EventLog, embedder: Embedder, llm: LLM, config: MemoryConfig, clock: Callable[[], dt.datetime],
+        snapshots: ActorSnapshots | None = None,
     ) -> None:
         self.log = log
+        self.snapshots = snapshots  # where session actors and curators keep their folds (None: replay on first use)
         self.embedder = embedder
         self.llm = llm
         self.config = config
@@ -93,7 +96,8 @@ class LocalRuntime(Runtime):
         self._summarizer = self._make("summarizer", ())
 
     def _make(self, kind: str, args: tuple) -> Any:
-        return make_actor(kind, self.log, args, self.embedder, self.llm, self.config, self.clock, self.items_behind)
+        return make_actor(kind, self.log, args, self.embedder, self.llm, self.config, self.clock, self.items_behind,
+                          self.snapshots)
 
     def _get(self, key: tuple[str, ...], make: Callable[[], Any]) -> Any:
         with self._lock:
@@ -140,8 +144,17 @@ class LocalRuntime(Runtime):
         with self._lock:
             self._actors.pop(("session", tenant, session_id), None)
 
-    def close(self) -> None:
-        """Finish the items' write-behind queue, then drop every actor."""
-        self.items_behind.close()
+    def save_snapshots(self) -> int:
+        """Write the snapshot of every actor with enough events not covered by one; returns how many."""
         with self._lock:
-            self._actors.clear()
+            actors = list(self._actors.values())
+        return sum(bool(a.save_snapshot()) for a in actors if hasattr(a, "save_snapshot"))
+
+    def close(self) -> None:
+        """Finish the items' write-behind queue, snapshot the long folds, then drop every actor."""
+        self.items_behind.close()
+        try:
+            self.save_snapshots()
+        finally:
+            with self._lock:
+                self._actors.clear()

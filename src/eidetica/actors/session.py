@@ -6,7 +6,11 @@ import bisect
 import datetime as dt
 import threading
 import uuid
+import warnings
 from typing import Any, Callable, Sequence
+
+import msgspec
+import pyarrow as pa
 
 from ..errors import InvalidInput, WrongExpectedVersion
 from ..events import (
@@ -20,15 +24,21 @@ from ..events import (
     SummaryCommitted,
 )
 from ..events.streams import session_stream, summary_stream
+from ..projections._snapshot import SnapshotWarning
 from ..providers import Embedder, count_tokens
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Message
+from ._snapshots import ActorSnapshot, ActorSnapshots, column, no_gc, times
 from ._text import check_metadata, check_text, chunk_text, content_hash, vectors_to_bytes
 
 __all__ = ["SessionActor", "ROLES", "SUMMARY_PREFIX"]
 
 ROLES = ("system", "user", "assistant", "tool")
 SUMMARY_PREFIX = "Rolling session summary: "
+SNAPSHOT_SCHEMA = 1  # of the actor's snapshot tables; bump on any change (older ones are then refused)
+_TS = pa.timestamp("us", tz="UTC")
+_ENC = msgspec.msgpack.Encoder()
+_DEC = msgspec.msgpack.Decoder(list[dict[str, Any]])
 
 
 class SessionActor:
@@ -43,8 +53,10 @@ class SessionActor:
         embedder: Embedder,
         config: MemoryConfig,
         clock: Callable[[], dt.datetime],
+        snapshots: ActorSnapshots | None = None,
     ) -> None:
         self.log = log
+        self.snapshots = snapshots
         self.tenant = tenant
         self.session_id = session_id
         self.user_id = user_id
@@ -58,26 +70,110 @@ class SessionActor:
 
     # -- state -----------------------------------------------------------------------
     def reload(self) -> None:
-        """Rebuild the fold from the log (constructor, and after a concurrent writer)."""
+        """Rebuild the fold: from the actor's snapshot and the stream's tail after it, or the whole stream."""
         with self._lock:
-            self.messages: list[Message] = []
-            self.hashes: dict[str, tuple[str, int, int]] = {}  # content hash -> (chunk id, stream version, index)
-            self.last_sequence = -1
-            self.owner: str | None = None
-            self.started = False
-            self.message_ids: dict[uuid.UUID, int] = {}
-            self.message_eids: dict[int, uuid.UUID] = {}  # sequence -> its MessageAppended's event id
-            # _cum[i]: tokens of messages[: i + 1], extended lazily, dropped when a message goes:
-            # needs_summary runs after every append, and recounting the unsummarised tail each
-            # time made a plain append cost O(session length)
-            self._cum: list[int] = []
-            self._summary_seen = 0
-            self.summary_text = None
-            self.summary_upto = -1
+            self._reset()
             self.version = self.log.stream_version(self.stream)
-            for rec in self.log.read_stream(self.stream):
+            snap = self._load_snapshot()
+            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
+            for rec in recs:
                 self._fold(rec.decode(), rec.time, rec.event_id, rec.offset, rec.version)
+            if recs:
+                self.version = max(self.version, recs[-1].version)
             self._load_summary()
+            self.save_snapshot()  # a long replay is paid once, not on every start
+
+    def _reset(self) -> None:
+        self.messages: list[Message] = []
+        self.hashes: dict[str, tuple[str, int, int]] = {}  # content hash -> (chunk id, stream version, index)
+        self.last_sequence = -1
+        self.owner: str | None = None
+        self.started = False
+        self.message_ids: dict[uuid.UUID, int] = {}
+        self.message_eids: dict[int, uuid.UUID] = {}  # sequence -> its MessageAppended's event id
+        # _cum[i]: tokens of messages[: i + 1], extended lazily, dropped when a message goes:
+        # needs_summary runs after every append, and recounting the unsummarised tail each
+        # time made a plain append cost O(session length)
+        self._cum: list[int] = []
+        self._summary_seen = 0
+        self.summary_text = None
+        self.summary_upto = -1
+        self._covered = -1  # the stream version the snapshot on disk covers
+
+    # -- snapshots -------------------------------------------------------------------
+    def _load_snapshot(self) -> ActorSnapshot | None:
+        if self.snapshots is None:
+            return None
+        snap = self.snapshots.load("session", self.stream, SNAPSHOT_SCHEMA, self.log)
+        if snap is None:
+            return None
+        try:
+            with no_gc():
+                self._restore(snap)
+        except Exception as e:  # noqa: BLE001 - passed its checksum but not our reader: replay
+            warnings.warn(f"eidetica: ignoring the snapshot of {self.stream}: {e}; replaying the stream instead",
+                          SnapshotWarning, stacklevel=3)
+            self._reset()
+            return None
+        return snap
+
+    def _restore(self, snap: ActorSnapshot) -> None:
+        t, meta = snap.tables, snap.meta
+        m = t["messages"]
+        # every message's metadata in one msgpack document: one decode call rather than one per message
+        metas = _DEC.decode(t["metadata"].column("all")[0].as_py())
+        cols = [column(m, "role"), column(m, "content"), times(m, "time"), column(m, "sequence"), metas]
+        self.messages = [Message(role=r, content=c, time=tm, sequence=q, metadata=md) for r, c, tm, q, md in zip(*cols)]
+        h = t["hashes"]
+        self.hashes = dict(zip(column(h, "hash"), zip(column(h, "chunk_id"), column(h, "version"), column(h, "index"))))
+        ids = t["ids"]
+        self.message_ids = {uuid.UUID(bytes=b): o for b, o in zip(column(ids, "event_id"), column(ids, "offset"))}
+        e = t["eids"]
+        self.message_eids = {q: uuid.UUID(bytes=b) for q, b in zip(column(e, "sequence"), column(e, "event_id"))}
+        self.last_sequence, self.owner, self.started = int(meta["last_sequence"]), meta["owner"], bool(meta["started"])
+        self.version = max(self.version, snap.version)
+        self._covered = snap.version
+
+    def _tables(self) -> dict[str, pa.Table]:
+        """The fold as Arrow tables (lock held): what the actor's snapshot holds."""
+        ms = self.messages
+        hs = list(self.hashes.items())
+        return {
+            "messages": pa.table({
+                "role": pa.array([m.role for m in ms], pa.string()),
+                "content": pa.array([m.content for m in ms], pa.string()),
+                "time": pa.array([m.time for m in ms], _TS),
+                "sequence": pa.array([m.sequence for m in ms], pa.int64()),
+            }),
+            "metadata": pa.table({"all": pa.array([_ENC.encode([m.metadata for m in ms])], pa.binary())}),
+            "hashes": pa.table({
+                "hash": pa.array([k for k, _ in hs], pa.string()),
+                "chunk_id": pa.array([v[0] for _, v in hs], pa.string()),
+                "version": pa.array([v[1] for _, v in hs], pa.int64()),
+                "index": pa.array([v[2] for _, v in hs], pa.int64()),
+            }),
+            "ids": pa.table({
+                "event_id": pa.array([k.bytes for k in self.message_ids], pa.binary(16)),
+                "offset": pa.array(list(self.message_ids.values()), pa.int64()),
+            }),
+            "eids": pa.table({
+                "sequence": pa.array(list(self.message_eids), pa.int64()),
+                "event_id": pa.array([v.bytes for v in self.message_eids.values()], pa.binary(16)),
+            }),
+        }
+
+    def save_snapshot(self, force: bool = False) -> bool:
+        """Write the actor's snapshot when ``snapshots.every`` events are not covered by it (any, when forced)."""
+        if self.snapshots is None:
+            return False
+        with self._lock:
+            behind = self.version - self._covered
+            if behind <= 0 or (behind < self.snapshots.every and not force):
+                return False
+            meta = {"last_sequence": self.last_sequence, "owner": self.owner, "started": self.started}
+            self.snapshots.write("session", self.stream, SNAPSHOT_SCHEMA, self._tables(), meta, self.log, self.version)
+            self._covered = self.version
+            return True
 
     def _fold(self, ev: Any, time: dt.datetime, event_id: uuid.UUID | None = None, offset: int = -1, version: int = -1) -> None:
         if isinstance(ev, SessionStarted):
@@ -277,6 +373,8 @@ class SessionActor:
             tomb = SessionForgotten(session_id=self.session_id, user_id=self.user_id)
             self.log.append(self.summary_stream, [NewEvent.of(tomb, tenant=self.tenant)])
             _, last = self.log.append(self.stream, [NewEvent.of(tomb, tenant=self.tenant)])
+            if self.snapshots is not None:
+                self.snapshots.drop("session", self.stream)  # it holds the forgotten messages
             self.reload()
             return last
 

@@ -30,6 +30,8 @@ import hashlib
 import json
 import mmap
 import os
+import threading
+import time
 import warnings
 from array import array
 from dataclasses import dataclass
@@ -252,6 +254,7 @@ class ArrowLog(BatchLog):
         fsync_interval: float = 0.05,
         commit_delay: float = 0.002,
         checkpoint_events: int = 10_000,
+        checkpoint_seconds: float = 300.0,
     ) -> None:
         self.path = os.fspath(path)
         self.readonly = readonly
@@ -259,6 +262,11 @@ class ArrowLog(BatchLog):
             raise InvalidInput("checkpoint_events", "must be an int >= 1", checkpoint_events)
         # a recovery checkpoint is written once this many events are not covered by one
         self.checkpoint_events = checkpoint_events
+        if isinstance(checkpoint_seconds, bool) or not isinstance(checkpoint_seconds, (int, float)) \
+                or not checkpoint_seconds > 0:
+            raise InvalidInput("checkpoint_seconds", "must be a number > 0", checkpoint_seconds)
+        self.checkpoint_seconds = float(checkpoint_seconds)
+        self._checkpointing = threading.RLock()  # one checkpoint write at a time (housekeeping, close, redact)
         if not isinstance(segment_bytes, int) or segment_bytes < 1024:
             raise InvalidInput("segment_bytes", "must be an int >= 1024", segment_bytes)
         self.segment_bytes = segment_bytes
@@ -275,6 +283,8 @@ class ArrowLog(BatchLog):
         )
         self._open: dict[int, _Segment] = {}
         self._covered = [0] * self.partitions  # events the partition's checkpoint on disk covers
+        self._covered_at = [time.monotonic()] * self.partitions  # when it was written (or loaded)
+        self.recovered_events = [0] * self.partitions  # events an open scanned from segments (not from a checkpoint)
         if not readonly:
             self._acquire(stored is None)
         try:
@@ -359,6 +369,7 @@ class ArrowLog(BatchLog):
                             break
                         raise CorruptLog(path, start, str(end), offset=part.next_offset)
                     part.record_batch(batch, _Loc(path, start, end))
+                    self.recovered_events[partition] += batch.num_rows
                     good_end = end
             if torn and not self.readonly:
                 self._truncate_tail(path, good_end)
@@ -479,20 +490,49 @@ class ArrowLog(BatchLog):
         if not self.readonly and self._parts[partition].next_offset - self._covered[partition] >= self.checkpoint_events:
             self.write_checkpoint(partition)
 
+    def maintain(self) -> int:
+        """Write every recovery checkpoint that is due while appends go on; returns how many were written.
+
+        Due: ``checkpoint_events`` events not covered by the partition's checkpoint, or
+        ``checkpoint_seconds`` since it was written with at least one event not covered (the
+        rule the state snapshots follow). Called from a housekeeping thread, never from
+        ``append``: commits wait only while the partition's state is copied, not while the
+        file is hashed, written and fsynced.
+        """
+        if self.readonly or self.closed:
+            return 0
+        written = 0
+        now = time.monotonic()
+        for p in range(self.partitions):
+            behind = self._parts[p].next_offset - self._covered[p]
+            if behind >= self.checkpoint_events or (behind > 0 and now - self._covered_at[p] >= self.checkpoint_seconds):
+                self.write_checkpoint(p)
+                written += 1
+        return written
+
     def write_checkpoint(self, partition: int = 0) -> None:
-        """Write a partition's recovery checkpoint now (no append may run meanwhile: open, close, redact)."""
+        """Write a partition's recovery checkpoint now (safe while appends go on: it covers a consistent cut)."""
         if self.readonly:
             raise InvalidInput("log", "is open read-only")
         part = self._part(partition)
+        with self._checkpointing:
+            with part.commit_lock:  # no commit between the copies below: they describe one head
+                cut = self._cut(part)
+            if cut is not None:
+                self._write_checkpoint_file(partition, *cut)
+
+    def _cut(self, part: Any) -> tuple[Any, ...] | None:
+        """Copies of what a checkpoint holds, taken with no commit running (commit lock held)."""
         if not len(part.batches):
-            return
+            return None
+        head = part.next_offset
         tab = part.batches.frozen_loc
         paths: list[str] = list(tab.paths) if isinstance(tab, _LocTable) else []
         index = {p: k for k, p in enumerate(paths)}
         seg = [tab.seg] if isinstance(tab, _LocTable) else []
         start = [tab.start] if isinstance(tab, _LocTable) else []
         end = [tab.end] if isinstance(tab, _LocTable) else []
-        tail = part.batches.tail
+        tail = list(part.batches.tail)
         for e in tail:
             if e.locator.path not in index:
                 index[e.locator.path] = len(paths)
@@ -502,6 +542,16 @@ class ArrowLog(BatchLog):
         end.append(np.fromiter((e.locator.end for e in tail), np.int64, len(tail)))
         firsts = np.concatenate([part.batches.frozen_first, np.fromiter((e.first for e in tail), np.int64, len(tail))])
         counts = np.concatenate([part.batches.frozen_count, np.fromiter((e.count for e in tail), np.int64, len(tail))])
+        hi, lo, off = part.ids.arrays()  # merged into new arrays: later merges never touch these
+        streams = list(part.stream_offsets)
+        counts_s = np.fromiter((len(part.stream_offsets[st]) for st in streams), np.int64, len(streams))
+        offs = np.frombuffer(b"".join(part.stream_offsets[st].tobytes() for st in streams), np.int64)
+        vers = np.fromiter((part.versions[st] for st in streams), np.int64, len(streams))
+        return head, paths, seg, start, end, firsts, counts, (hi, lo, off), streams, counts_s, offs, vers
+
+    def _write_checkpoint_file(self, partition: int, head: int, paths: list[str], seg: list, start: list, end: list,
+                               firsts: np.ndarray, counts: np.ndarray, ids: tuple, streams: list[str],
+                               counts_s: np.ndarray, offs: np.ndarray, vers: np.ndarray) -> None:
         seg_a, start_a, end_a = np.concatenate(seg), np.concatenate(start), np.concatenate(end)
         ends = [int(end_a[np.searchsorted(seg_a, k, side="right") - 1]) for k in range(len(paths))]
         for path in paths:  # cover only what is on disk: a power loss must not take back a covered batch
@@ -510,16 +560,12 @@ class ArrowLog(BatchLog):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        hi, lo, off = part.ids.arrays()
-        streams = list(part.stream_offsets)
-        counts_s = np.fromiter((len(part.stream_offsets[st]) for st in streams), np.int64, len(streams))
-        offs = np.frombuffer(b"".join(part.stream_offsets[st].tobytes() for st in streams), np.int64)
-        vers = np.fromiter((part.versions[st] for st in streams), np.int64, len(streams))
+        hi, lo, off = ids
         arrays = {"id_hi": hi, "id_lo": lo, "id_offset": off, "stream_count": counts_s, "stream_offsets": offs,
                   "stream_version": vers, "batch_first": firsts, "batch_count": counts, "batch_seg": seg_a,
                   "batch_start": start_a, "batch_end": end_a}
         header = {"version": CHECKPOINT_VERSION, "partition": partition, "partitions": self.partitions,
-                  "next_offset": part.next_offset, "segments": [os.path.basename(p) for p in paths],
+                  "next_offset": head, "segments": [os.path.basename(p) for p in paths],
                   "segment_ends": ends, "streams": streams,
                   "arrays": [[k, a.dtype.str, len(a)] for k, a in arrays.items()]}
         h = hashlib.sha256()
@@ -539,7 +585,8 @@ class ArrowLog(BatchLog):
             os.close(fd)
         os.replace(tmp, cpath)
         fsync_dir(self._pdir(partition))
-        self._covered[partition] = part.next_offset
+        self._covered[partition] = head
+        self._covered_at[partition] = time.monotonic()
 
     def _drop_checkpoint(self, partition: int) -> None:
         """Remove a partition's checkpoint (before its segments are rewritten)."""
@@ -675,6 +722,10 @@ class ArrowLog(BatchLog):
         """
         if self.readonly:
             raise InvalidInput("log", "is open read-only")
+        with self._checkpointing:  # a housekeeping checkpoint must not describe the segments being rewritten
+            return self._redact(offsets)
+
+    def _redact(self, offsets: dict[int, set[int]]) -> dict[str, int]:
         self._stop_writers()  # finishes every open segment (_close_partition)
         for p in range(self.partitions):  # positions are about to change: no checkpoint may point at them
             self._drop_checkpoint(p)
@@ -706,6 +757,7 @@ class ArrowLog(BatchLog):
             fsync_dir(self._pdir(p))
         # re-read what is now on disk: positions changed, offsets and versions did not
         self._parts = [type(self._parts[0])(i) for i in range(self.partitions)]
+        self.recovered_events = [0] * self.partitions
         for p in range(self.partitions):
             self._recover(p, use_checkpoint=False)
             self._maybe_checkpoint(p)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -136,6 +137,22 @@ class LocalViews:
         self.model_id = embedder.model_id
         self._open(embedder)
         self.projector.catch_up()
+
+    def housekeep(self) -> str | None:
+        """Snapshot the state once the log has run ``snapshot_events`` events (or ``snapshot_seconds`` with
+        any event) past its snapshot, catching the projections up first; returns the snapshot's path.
+
+        The state's own rule counts only events it applied, and a process that only appends
+        (a server nobody reads from) applies none: this counts the log's head instead.
+        """
+        st = self.state
+        heads = sum(self.log.head(p) for p in range(self.log.partitions))
+        behind = heads - sum(st.snapshot_checkpoint.values())
+        if behind <= 0 or (behind < st.snapshot_events and time.monotonic() - st._saved_at < st.snapshot_seconds):
+            return None
+        self.projector.catch_up()
+        written = self.projector.snapshot()
+        return written[0] if written else None
 
     def participant_names(self, tenant: str, user: str) -> frozenset[str]:
         """Names of the participants of a user's conversations, from the folded state (no log read).
