@@ -24,15 +24,17 @@ def open_store(path, **kw):
 
 
 @ray.remote(num_cpus=0)
-def agent(path: str, work: str, arg: str, **kw):
+def agent(path: str, work: str, arg: str, after=None, **kw):
     """An agent in a Ray worker process: opens the store, does one thing, reports its node and result."""
     m = open_store(path, **kw)
     try:
-        if work == "search":
-            out = [(h.id, round(h.score, 6)) for h in m.search(arg, user="u", min_score=0.0)]
+        if work == "search":  # ``after``: another handle's writes, which this read must see
+            out = [(h.id, round(h.score, 6)) for h in m.search(arg, user="u", min_score=0.0, min_offset=after)]
         elif work == "remember_and_recall":
             m.remember(arg, user="u")
-            out = [h.text for h in m.recall(arg, user="u")]
+            # its own write, read through its node's replica with no offset passed; and the offsets
+            # it wrote, for a reader elsewhere
+            out = [h.text for h in m.recall(arg, user="u")], m.written
         else:
             m.remember(arg, user="u")
             out = None
@@ -84,11 +86,13 @@ def test_each_node_reads_from_its_own_replica_with_identical_results(store, node
     assert sorted(r["node"] for r in status) == sorted([head, worker])  # one replica per node
     assert len({r["path"] for r in status}) == 2  # each in its own directory
     before = served(m)
-    node, from_worker = ray.get(agent.options(**on(worker)).remote(str(path), "search", "hiking topic 3"))
+    after = m.written  # the fixture's writes: each agent's read waits for its replica to hold them
+    assert after and after[0] >= 40
+    node, from_worker = ray.get(agent.options(**on(worker)).remote(str(path), "search", "hiking topic 3", after))
     assert node == worker
     after_worker = served(m)
     assert after_worker[worker] == before[worker] + 1 and after_worker[head] == before[head]
-    node, from_head = ray.get(agent.options(**on(head)).remote(str(path), "search", "hiking topic 3"))
+    node, from_head = ray.get(agent.options(**on(head)).remote(str(path), "search", "hiking topic 3", after))
     assert node == head
     after_head = served(m)
     assert after_head[head] == after_worker[head] + 1 and after_head[worker] == after_worker[worker]
@@ -98,23 +102,41 @@ def test_each_node_reads_from_its_own_replica_with_identical_results(store, node
     assert [(h.id, round(h.score, 6)) for h in single.search("hiking topic 3", user="u", min_score=0.0)] == from_head
 
 
-def test_read_your_writes_across_nodes_and_a_late_replica_raises(store, nodes) -> None:
-    path, m = store
+def test_read_your_writes_across_nodes_and_a_late_replica_raises(tmp_path, nodes) -> None:
+    """A read carries its handle's writes as its floor and nothing else: another handle's writes through ``min_offset``."""
     head, worker = nodes
-    strict = open_store(path, replica_timeout=0.0)  # a handle that never waits for its replica
-    m.search("hiking", user="u")  # the head replica catches up (a waiting handle)
-    strict.search("hiking", user="u")  # and answers the strict handle: it is at the head of the log
-    # a write on the worker node (through its own replica's node), then a read at once on the head node
-    node, texts = ray.get(agent.options(**on(worker)).remote(str(path), "remember_and_recall", "my kayak is green"))
-    assert node == worker and texts and texts[0] == "my kayak is green"  # the writer reads its own write
-    with pytest.raises(eidetica.ReplicaBehind) as e:  # the head replica has not applied it: no stale answer
-        strict.recall("my kayak is green", user="u")
-    assert e.value.wanted and e.value.timeout == 0.0
-    assert [h.text for h in m.recall("my kayak is green", user="u")][:1] == ["my kayak is green"]  # waits, then answers
-    rows = {r["node"]: r for r in m.stats()["replicas"]}
-    assert head in rows, (head, m.stats()["replicas"])
-    assert rows[head]["lag"] == 0 and set(rows[head]["applied"]) == set(range(m.log.partitions))
-    strict.close()
+    path = tmp_path / "quiet"
+    # replicas that never follow the log on their own: only a read's floor makes one catch up
+    m = open_store(path, replica_follow=0.0)
+    try:
+        m.session("c", user="u").append("user", "I went hiking on Sunday")
+        mine = m.written
+        assert mine and set(mine) <= set(range(m.log.partitions))
+        assert [h.text for h in m.search("hiking", user="u", min_score=0.0)][:1] == ["I went hiking on Sunday"]
+        strict = open_store(path, replica_timeout=0.0)  # a handle that never waits for its replica
+        reader = open_store(path)  # a handle that wrote nothing
+        # a write on the worker node; the writer reads its own write at once through its node's replica
+        node, (texts, theirs) = ray.get(
+            agent.options(**on(worker)).remote(str(path), "remember_and_recall", "my kayak is green", replica_follow=0.0))
+        assert node == worker and texts and texts[0] == "my kayak is green"
+        assert theirs and all(theirs[p] > mine.get(p, -1) for p in theirs)  # its offsets, past the earlier write
+        # on the head node: without the offset, nothing makes the head replica catch up (no call to the log)
+        assert "my kayak is green" not in [h.text for h in reader.recall("kayak green", user="u")]
+        with pytest.raises(eidetica.ReplicaBehind) as e:  # with it, a replica that is not there raises, never stale
+            strict.recall("my kayak is green", user="u", min_offset=theirs)
+        assert e.value.wanted == theirs and e.value.timeout == 0.0
+        # a waiting handle catches its replica up to the offset, then answers
+        assert [h.text for h in reader.recall("my kayak is green", user="u", min_offset=theirs)][:1] == ["my kayak is green"]
+        rows = {r["node"]: r for r in m.stats()["replicas"]}
+        assert rows[head]["lag"] == 0 and set(rows[head]["applied"]) == set(range(m.log.partitions))
+        with pytest.raises(eidetica.InvalidInput) as bad:
+            reader.search("kayak", user="u", min_offset="latest")
+        assert bad.value.field == "min_offset"
+        strict.close()
+        reader.close()
+    finally:
+        m.close()
+        shutdown_store(path)
 
 
 def test_killing_a_replica_mid_load_loses_no_query(store, nodes) -> None:
@@ -217,19 +239,25 @@ def test_a_replica_can_start_by_replay_and_answers_the_same(store) -> None:
     third.close()
 
 
-def test_a_read_floor_is_never_an_older_fetch() -> None:
-    from eidetica._fleet import _Heads
+def test_a_handles_floor_is_the_offsets_its_writes_reached() -> None:
+    from eidetica._fleet import Written, _collect, _noted, _unwrap, _Wrote
 
-    calls = []
-
-    def fetch():
-        calls.append(len(calls))
-        return [len(calls)]
-
-    heads = _Heads(fetch)
-    # one after another: each read began after the previous fetch, so each needs its own
-    assert [heads.since_now(), heads.since_now(), heads.since_now()] == [[1], [2], [3]]
-    assert heads.fetches == 3
+    w = Written()
+    assert w.floor() == {}
+    w.note({0: 5})
+    w.note({0: 3, 1: 2})  # an older offset never lowers the floor
+    assert w.floor() == {0: 5, 1: 2}
+    # a hosted actor's call hands its written offsets back with its result
+    assert _unwrap(_Wrote("fact-1", {0: 9}), w) == "fact-1" and w.floor() == {0: 9, 1: 2}
+    assert _unwrap("nothing written", w) == "nothing written" and w.floor() == {0: 9, 1: 2}
+    # inside another hosted call (a proxy passed to an actor): collected for that call's caller
+    outer = _collect({})
+    try:
+        _noted({1: 4}, None)
+    finally:
+        assert _collect(outer) == {1: 4}
+    _noted({1: 6}, None)  # outside any hosted call: nowhere to collect, nothing kept
+    assert _collect(None) is None
 
 
 def test_the_stats_command_shows_each_replicas_applied_offset_and_lag(store, nodes) -> None:
@@ -294,4 +322,23 @@ def test_a_second_replica_goes_to_the_node_replica_zero_leaves_free(ray_session,
         assert [h.text for h in m.recall("kayak", user="u")][:1] == ["my kayak is green"]
     finally:
         m.close()
+        shutdown_store(path)
+
+
+def test_a_handle_reads_what_was_committed_before_it_opened(ray_session, tmp_path) -> None:
+    """The floor starts at the log's heads as of the open: a replica that predates the replicas catches up."""
+    path = tmp_path / "store"
+    # replica 0 is the writer's single views actor, which never read nor follows the log on its own
+    first = open_store(path, views_replicas=None, replica_follow=0.0)
+    try:
+        first.session("c", user="u").extend(
+            [{"role": "user", "content": f"my kayak trip number {i} was great"} for i in range(5)])
+        later = open_store(path, views_replicas=2, replica_follow=0.0)
+        assert later.written == first.written  # the heads at its open, nothing written itself
+        for r in range(2):  # each replica, asked by a handle that wrote nothing, answers what the log held
+            later.views.order = [r]
+            assert len(later.search("kayak trip", user="u", min_score=0.0)) == 5
+        later.close()
+    finally:
+        first.close()
         shutdown_store(path)

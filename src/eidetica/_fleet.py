@@ -26,6 +26,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import os
+import pickle
 import shutil
 import threading
 import time
@@ -42,7 +43,7 @@ from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
 __all__ = [
     "RayRuntime", "RemoteLog", "RemoteEmbedder", "ReplicatedViews", "FleetParts", "open_ray", "shutdown_store",
-    "replica_layout", "ACTOR_OPTIONS",
+    "replica_layout", "ACTOR_OPTIONS", "Written",
 ]
 
 ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0}
@@ -69,6 +70,78 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+class Written:
+    """The last log offset per partition that a handle's writes reached (from the log's heads when it
+    opened on): its reads' floor (issue #20).
+
+    A read through a view replica waits until the replica applied these offsets and no others,
+    so a handle that wrote nothing (or whose writes its replica already holds) reads with no
+    call to the log; another handle's writes are read through an explicit ``min_offset``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[int, int] = {}
+
+    def note(self, offsets: dict[int, int]) -> None:
+        """Raise the floor to cover these offsets (partition -> last offset written)."""
+        with self._lock:
+            for p, o in offsets.items():
+                if o > self._last.get(p, -1):
+                    self._last[p] = o
+
+    def floor(self) -> dict[int, int]:
+        """A copy of the floor: partition -> last offset written through this handle."""
+        with self._lock:
+            return dict(self._last)
+
+
+# offsets written by the ActorHost call running on this thread (returned to the caller with its result)
+_CALL = threading.local()
+
+
+class _Wrote:
+    """An ActorHost call's result with the log offsets its writes reached (unwrapped by ``RemoteActor``)."""
+
+    __slots__ = ("result", "offsets")
+
+    def __init__(self, result: Any, offsets: dict[int, int]) -> None:
+        self.result = result
+        self.offsets = offsets
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_Wrote, (self.result, self.offsets))
+
+
+def _collect(into: dict[int, int] | None) -> dict[int, int] | None:
+    """Collect this thread's written offsets into ``into`` from now on; returns what collected them until now.
+
+    (A function, so that Ray pickles a reference to it, not the thread-local, with the actor classes.)
+    """
+    before = getattr(_CALL, "offsets", None)
+    _CALL.offsets = into
+    return before
+
+
+def _noted(offsets: dict[int, int], sink: "Written | None") -> None:
+    """Record written offsets: into the ActorHost call on this thread (if any) and into ``sink``."""
+    mine = getattr(_CALL, "offsets", None)
+    if mine is not None:
+        for p, o in offsets.items():
+            if o > mine.get(p, -1):
+                mine[p] = o
+    if sink is not None:
+        sink.note(offsets)
+
+
+def _unwrap(value: Any, sink: "Written | None") -> Any:
+    """A hosted actor's result, its written offsets noted (see ``_Wrote``)."""
+    if isinstance(value, _Wrote):
+        _noted(value.offsets, sink)
+        return value.result
+    return value
+
+
 # -- the log -----------------------------------------------------------------------------
 @ray.remote(max_concurrency=64)
 class LogActor:
@@ -93,6 +166,18 @@ class LogActor:
         """Every partition's next offset, in one call."""
         return [self.log.head(p) for p in range(self.log.partitions)]
 
+    def wait_past(self, nexts: list[int], timeout: float) -> list[int]:
+        """Every partition's next offset, once one passes ``nexts`` or after ``timeout`` seconds (a long poll)."""
+        deadline = time.monotonic() + timeout
+        parts = self.log.partitions
+        while True:
+            heads = [self.log.head(p) for p in range(parts)]
+            remaining = deadline - time.monotonic()
+            if any(h > n for h, n in zip(heads, nexts)) or remaining <= 0:
+                return heads
+            # one partition: block on its next commit; several: look again every 50 ms
+            self.log.wait_for(nexts[0], partition=0, timeout=remaining if parts == 1 else min(remaining, 0.05))
+
     def pid(self) -> int:
         """The process id (for fault-injection tests)."""
         return os.getpid()
@@ -101,14 +186,18 @@ class LogActor:
 class RemoteLog(EventLog):
     """The log port, served by a LogActor."""
 
-    def __init__(self, handle: Any) -> None:
+    def __init__(self, handle: Any, written: Written | None = None) -> None:
         self.handle = handle
         self.partitions = _get(handle.partitions.remote())
         self.closed = False
+        self.written = written  # the handle's read floor, raised by every append made here
 
     def append(self, stream: str, events: Sequence[NewEvent], expected_version: int = ANY) -> tuple[int, int]:
         """Append through the LogActor (one remote call for the whole batch)."""
-        return tuple(_get(self.handle.call.remote("append", stream, _listed(events), expected_version)))  # type: ignore[return-value]
+        first, last = _get(self.handle.call.remote("append", stream, _listed(events), expected_version))
+        if last >= 0:
+            _noted({self.partition_of(stream): last}, self.written)
+        return first, last
 
     def read_batches(self, from_offset: int = 0, *, partition: int = 0) -> Iterator[Any]:
         """Committed batches, fetched in one call."""
@@ -199,8 +288,13 @@ class ActorHost:
         self.actor: Any = make_actor(kind, rlog, args, remb, llm, config, clock)
 
     def call(self, method: str, *args: Any, **kw: Any) -> Any:
-        """Call a method of the hosted actor."""
-        return getattr(self.actor, method)(*args, **kw)
+        """Call a method of the hosted actor; with the log offsets it wrote, if any (``_Wrote``)."""
+        outer = _collect({})
+        try:
+            result = getattr(self.actor, method)(*args, **kw)
+        finally:
+            offsets = _collect(outer)
+        return _Wrote(result, offsets) if offsets else result
 
     def get(self, name: str) -> Any:
         """Read an attribute of the hosted actor."""
@@ -222,10 +316,13 @@ class RemoteActor:
     name through ``factory`` (the new actor rebuilds its state from the log) and retries.
     """
 
-    def __init__(self, handle: Any, cls: type, factory: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self, handle: Any, cls: type, factory: Callable[[], Any] | None = None, written: Written | None = None,
+    ) -> None:
         object.__setattr__(self, "_handle", handle)
         object.__setattr__(self, "_cls", cls)
         object.__setattr__(self, "_factory", factory)
+        object.__setattr__(self, "_written", written)  # the handle's read floor: raised by the offsets a call wrote
         object.__setattr__(self, "_retired", False)
         object.__setattr__(self, "_busy", 0)
         object.__setattr__(self, "_mu", threading.Lock())
@@ -257,7 +354,7 @@ class RemoteActor:
 
     def __getattr__(self, name: str) -> Any:
         if callable(getattr(self._cls, name, None)):
-            return lambda *a, **k: self._call(lambda h: _get(h.call.remote(name, *a, **k)))
+            return lambda *a, **k: self._call(lambda h: _unwrap(_get(h.call.remote(name, *a, **k)), self._written))
         return self._call(lambda h: _get(h.get.remote(name)))
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -265,7 +362,7 @@ class RemoteActor:
         self._call(lambda h: _get(h.set.remote(name, value)))
 
     def __len__(self) -> int:
-        return self._call(lambda h: _get(h.call.remote("__len__")))
+        return self._call(lambda h: _unwrap(_get(h.call.remote("__len__")), self._written))
 
     def __getstate__(self) -> tuple[Any, type]:
         return self._handle, self._cls  # so a proxy can be passed to another actor
@@ -274,6 +371,7 @@ class RemoteActor:
         object.__setattr__(self, "_handle", state[0])
         object.__setattr__(self, "_cls", state[1])
         object.__setattr__(self, "_factory", None)
+        object.__setattr__(self, "_written", None)  # inside another actor: offsets go back with that actor's call
         object.__setattr__(self, "_retired", False)
         object.__setattr__(self, "_busy", 0)
         object.__setattr__(self, "_mu", threading.Lock())
@@ -296,47 +394,6 @@ class _Target:
         return call
 
 
-class _Heads:
-    """The log's heads as of a moment: concurrent reads share one fetch that started after they arrived.
-
-    A read's floor must cover every write acknowledged before the read began; any fetch that
-    starts later does, so a replica busy with many reads asks the log once per wave, not per read.
-    """
-
-    def __init__(self, fetch: Callable[[], list[int]]) -> None:
-        self._fetch = fetch
-        self._cv = threading.Condition(threading.Lock())
-        self._started = 0
-        self._finished = 0
-        self._busy = False
-        self._value: list[int] = []
-        self.fetches = 0
-
-    def since_now(self) -> list[int]:
-        """Every partition's next offset, read by a fetch that started after this call did."""
-        with self._cv:
-            need = self._started + 1  # one in flight started before we arrived: wait for the next
-            while self._finished < need:
-                if self._busy:
-                    self._cv.wait()
-                    continue
-                self._busy = True
-                self._started += 1
-                mine = self._started
-                self._cv.release()
-                value: list[int] | None = None
-                try:
-                    value = self._fetch()
-                finally:
-                    self._cv.acquire()
-                    if value is not None:
-                        self._value, self._finished = value, mine
-                        self.fetches += 1
-                    self._busy = False
-                    self._cv.notify_all()
-            return self._value
-
-
 def _node_embedder(embedder: Embedder | None, fleet: "RemoteEmbedder") -> Embedder:
     """This process's own copy of the fleet's embedding model (one per node), or the fleet's actor if they differ."""
     try:
@@ -357,6 +414,7 @@ class ViewsActor:
 
     def __init__(
         self, path: str, log: Any, embedder: Any, name: str = "views", model: Embedder | None = None, seed: Any = None,
+        follow: float = 0.2,
     ) -> None:
         from .projections import LocalViews  # lazily: LanceDB is imported inside this worker only
 
@@ -375,11 +433,36 @@ class ViewsActor:
         if how == "replay" and sum(self.views.projector.applied(p) for p in range(self.views.log.partitions)) >= 5_000:
             self.views.projector.maintain(force=True)  # a bulk fold: ANN and scalar indexes before serving
         self.started = {"how": how, "seconds": round(time.perf_counter() - t, 3)}
-        self._heads = _Heads(lambda: _get(log.heads.remote()))
         self._lock = threading.Lock()
         self.served = 0  # searches answered (the tests check which replica served an agent)
+        self.follows = 0  # catch-ups its follower made (the log's tail, applied in the background)
         # seconds summed over served searches, per stage: where a search's wall time goes (issue #20)
-        self.timings = {"floor": 0.0, "lock_wait": 0.0, "reach": 0.0, "query": 0.0, "query_cpu": 0.0}
+        self.timings = {"lock_wait": 0.0, "reach": 0.0, "query": 0.0, "query_cpu": 0.0}
+        self.follow = follow
+        if follow > 0:  # reads carry their own floor: the replica follows the log's tail on its own
+            threading.Thread(target=self._follow, args=(log, follow), name="eidetica-follow", daemon=True).start()
+
+    def _follow(self, log: Any, every: float) -> None:
+        """Apply the log's tail as it grows, at most once per ``every`` seconds (a long poll on the log).
+
+        Reads from handles that wrote nothing carry no floor: this bounds how stale they are
+        without a call to the log per read. A read whose floor is ahead still catches up at once.
+        """
+        proj = self.views.projector
+        parts = self.views.log.partitions
+        while True:
+            try:
+                nexts = [proj.applied(p) for p in range(parts)]
+                heads = _get(log.wait_past.remote(nexts, 10.0))
+                if any(h > n for h, n in zip(heads, nexts)):
+                    with self._lock:
+                        applied = proj.catch_up()
+                        if applied:
+                            proj.maintain(force=applied >= 5_000)
+                            self.follows += 1
+                    time.sleep(every)  # coalesce: a busy log is applied in batches, not per commit
+            except Exception:  # noqa: BLE001 - the log restarting, or our own fold failing: reads still catch up
+                time.sleep(1.0)
 
     def _target(self, target: str) -> Any:
         return self.views if target == "views" else getattr(self.views, target)
@@ -388,12 +471,6 @@ class ViewsActor:
         """Call a method of state, index or projector (or of the views themselves: ``"views"``)."""
         with self._lock:
             return getattr(self._target(target), method)(*args, **kw)
-
-    def _floor(self, floor: dict[int, int] | None) -> dict[int, int]:
-        """The offsets a read must see: as given, or (None) the log's last offsets as of now."""
-        if floor is not None:
-            return floor
-        return {p: h - 1 for p, h in enumerate(self._heads.since_now()) if h > 0}
 
     def _reach(self, floor: dict[int, int], timeout: float) -> None:
         """Apply the log up to ``floor`` (under the lock), or raise ``ReplicaBehind`` after ``timeout``."""
@@ -409,19 +486,16 @@ class ViewsActor:
             applied = {p: proj.applied(p) for p in floor}
             raise ReplicaBehind(self.name, dict(floor), applied, timeout)
 
-    def read(self, floor: dict[int, int] | None, timeout: float, target: str, method: str, *args: Any, **kw: Any) -> Any:
-        """Call a method once this replica applied every partition's offset in ``floor`` (None: the log's heads now)."""
-        floor = self._floor(floor)  # before the lock: reads queued behind one another share a fetch
+    def read(self, floor: dict[int, int], timeout: float, target: str, method: str, *args: Any, **kw: Any) -> Any:
+        """Call a method once this replica applied every partition's offset in ``floor`` (the reader's writes)."""
         with self._lock:
             self._reach(floor, timeout)
             if target == "index" and method == "search":
                 self.served += 1
             return getattr(self._target(target), method)(*args, **kw)
 
-    def query(self, floor: dict[int, int] | None, timeout: float, tenant: str, text: str, **kw: Any) -> Any:
+    def query(self, floor: dict[int, int], timeout: float, tenant: str, text: str, **kw: Any) -> Any:
         """A whole search from the user's words (``LocalViews.query``), embedded here, at the floor."""
-        t0 = time.perf_counter()
-        floor = self._floor(floor)
         t1 = time.perf_counter()
         with self._lock:
             t2 = time.perf_counter()
@@ -432,11 +506,19 @@ class ViewsActor:
                 return self.views.query(self.embedder, tenant, text, **kw)
             finally:
                 tm = self.timings
-                tm["floor"] += t1 - t0
                 tm["lock_wait"] += t2 - t1
                 tm["reach"] += t3 - t2
                 tm["query"] += time.perf_counter() - t3
                 tm["query_cpu"] += time.thread_time() - c3
+
+    def search(self, request: bytes) -> bytes:
+        """``query`` with its arguments and its hits pickled in one blob each (issue #20).
+
+        Ray serialises every argument of a call on its own (a search has a dozen): one blob
+        each way cut the reader's CPU per search.
+        """
+        floor, timeout, tenant, text, kw = pickle.loads(request)
+        return pickle.dumps(self.query(floor, timeout, tenant, text, **kw), protocol=pickle.HIGHEST_PROTOCOL)
 
     def copy_to(self, path: str) -> None:
         """Copy this replica's views, as of its checkpoint, into a new replica's (empty) directory.
@@ -472,7 +554,7 @@ class ViewsActor:
         return {
             "replica": self.name, "node": ray.get_runtime_context().get_node_id(), "path": str(self.views.index_dir),
             "applied": applied, "lag": sum(max(0, heads[p] - applied[p]) for p in parts), "served": self.served,
-            "head_fetches": self._heads.fetches, "started": self.started,
+            "follows": self.follows, "started": self.started,
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
         }
 
@@ -559,22 +641,24 @@ def _serving_order(nodes: Sequence[str], here: str, spread: int) -> list[int]:
 class ReplicatedViews:
     """Views served by N replicas: reads go to a replica on this process's node when there is one.
 
-    Read-your-writes: once the facade has synced, every read's floor is the log's heads as of
-    the read's arrival at its replica (every write this handle made was acknowledged before, so
-    is below them; the replica fetches them, shared by the reads queued with it); the replica
-    applies the log up to the floor itself, or raises ``ReplicaBehind`` after ``timeout``
-    seconds rather than answer stale. A search is one call to one replica.
-    A replica that dies is restarted by Ray (``max_restarts``) and refolds from its own
-    checkpoint; meanwhile reads go to another replica.
+    Read-your-writes: a read's floor is the last offset per partition this handle's writes
+    reached (``Written``), raised by an explicit ``min_offset``; the serving replica applies the
+    log up to it, or raises ``ReplicaBehind`` after ``timeout`` seconds rather than answer stale.
+    A read asks nothing of the log: a search is one call to one replica, which follows the log's
+    tail on its own besides. A replica that dies is restarted by Ray (``max_restarts``) and
+    refolds from its own checkpoint; meanwhile reads go to another replica.
     """
 
-    def __init__(self, log: RemoteLog, handles: list[Any], names: list[str], embedder_handle: Any, timeout: float) -> None:
+    def __init__(
+        self, log: RemoteLog, handles: list[Any], names: list[str], embedder_handle: Any, timeout: float,
+        written: Written | None = None,
+    ) -> None:
         self.log = log
         self.handles = handles
         self.names = names
         self.embedder_handle = embedder_handle
         self.timeout = timeout
-        self.synced = False  # until the facade's first sync, reads need no floor
+        self.written = written if written is not None else Written()
         nodes = [_get(h.node.remote()) for h in handles]
         here = ray.get_runtime_context().get_node_id()
         self.order = _serving_order(nodes, here, os.getpid())
@@ -583,13 +667,14 @@ class ReplicatedViews:
         self.projector = _ReplicaTarget(self, "projector")
 
     def sync(self) -> int:
-        """From now on every read waits for the log's heads as of its arrival (no call here: the replica asks)."""
-        self.synced = True
+        """Nothing to do here: every read carries this handle's floor (its writes) to its replica."""
         return 0
 
-    def _serve(self, call: Callable[[Any, dict[int, int] | None], Any]) -> Any:
-        """Call the serving replica; on a dead one, the next replica (Ray restarts the dead one)."""
-        floor = None if self.synced else {}
+    def _serve(self, call: Callable[[Any, dict[int, int]], Any], at_least: dict[int, int] | None = None) -> Any:
+        """Call the serving replica at this handle's floor; on a dead one, the next replica (Ray restarts the dead one)."""
+        floor = self.written.floor()
+        for p, o in (at_least or {}).items():
+            floor[p] = max(o, floor.get(p, -1))
         last: BaseException | None = None
         for attempt in range(3):
             for i in self.order:
@@ -604,9 +689,12 @@ class ReplicatedViews:
         """Call a method of the serving replica's state, index or projector, at this handle's floor."""
         return self._serve(lambda h, floor: h.read.remote(floor, self.timeout, target, method, *args, **kw))
 
-    def query(self, embedder: Embedder, tenant: str, text: str, **kw: Any) -> Any:
-        """A whole search, answered (and embedded) by the serving replica in one call."""
-        return self._serve(lambda h, floor: h.query.remote(floor, self.timeout, tenant, text, **kw))
+    def query(self, embedder: Embedder, tenant: str, text: str, *, min_offset: dict[int, int] | None = None, **kw: Any) -> Any:
+        """A whole search, answered (and embedded) by the serving replica in one call, at least at ``min_offset``."""
+        def ask(h: Any, floor: dict[int, int]) -> Any:
+            return h.search.remote(pickle.dumps((floor, self.timeout, tenant, text, kw), protocol=pickle.HIGHEST_PROTOCOL))
+
+        return pickle.loads(self._serve(ask, min_offset))
 
     def participant_names(self, tenant: str, user: str) -> frozenset[str]:
         """Names of the participants of a user's conversations, from the serving replica."""
@@ -651,7 +739,7 @@ def replica_layout(path: str | os.PathLike[str]) -> int | str | None:
 
 
 def _node_replicas(
-    root: Path, key: str, log_h: Any, emb_h: Any, model: Embedder | None, seed: bool,
+    root: Path, key: str, log_h: Any, emb_h: Any, model: Embedder | None, seed: bool, follow: float = 0.2,
 ) -> tuple[list[Any], list[str]]:
     """``views_replicas="node"``: the replica of this node (created, pinned here, on the node's first use) and every other one.
 
@@ -666,7 +754,7 @@ def _node_replicas(
     handle = ViewsActor.options(
         name=mine, get_if_exists=True, scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
         lifetime="detached", **ACTOR_OPTIONS,
-    ).remote(str(root / "replicas" / f"node-{here[:16]}"), log_h, emb_h, mine.split(":", 2)[2], model, donor)
+    ).remote(str(root / "replicas" / f"node-{here[:16]}"), log_h, emb_h, mine.split(":", 2)[2], model, donor, follow)
     handles, names = [handle], [mine]
     for n in others:
         try:
@@ -688,6 +776,7 @@ def _least_used(nodes: Sequence[str], placed: Sequence[str], i: int) -> str:
 
 def _start_replicas(
     root: Path, key: str, log_h: Any, emb_h: Any, count: int, model: Embedder | None = None, seed: bool = True,
+    follow: float = 0.2,
 ) -> tuple[list[Any], list[str]]:
     """Replica i lives in its own directory (replica 0 in the store's, as a single views actor does),
     pinned when first created to an alive node holding the fewest replicas so far (``_least_used``)."""
@@ -711,7 +800,7 @@ def _start_replicas(
         # detached: a replica an agent created must outlive that agent (shutdown_store ends it)
         handles.append(ViewsActor.options(name=name, get_if_exists=True, scheduling_strategy=strategy, lifetime="detached",
                                           **ACTOR_OPTIONS)
-                       .remote(str(path), log_h, emb_h, name.split(":", 2)[2], model, donor))
+                       .remote(str(path), log_h, emb_h, name.split(":", 2)[2], model, donor, follow))
         names.append(name)
     return handles, names
 
@@ -722,9 +811,10 @@ class RayRuntime(Runtime):
 
     def __init__(
         self, key: str, log: Any, embedder: Any, llm: LLM, config: MemoryConfig, idle_seconds: float = 300.0,
-        clock: Callable[[], dt.datetime] | None = None,
+        clock: Callable[[], dt.datetime] | None = None, written: Written | None = None,
     ) -> None:
         self.key = key
+        self.written = written if written is not None else Written()  # offsets this handle's writes reached
         self.clock = clock
         self.log = log
         self.embedder = embedder
@@ -758,7 +848,7 @@ class RayRuntime(Runtime):
                         kind, self.log, self.embedder, self.llm, self.config, args, self.clock
                     )
 
-                proxy = self._proxies[key] = RemoteActor(make(), cls, make)
+                proxy = self._proxies[key] = RemoteActor(make(), cls, make, self.written)
             return proxy
 
     def session(self, tenant: str, session_id: str, user_id: str) -> Any:
@@ -843,6 +933,7 @@ def open_ray(
     views_replicas: int | str | None = None,
     replica_timeout: float = 30.0,
     replica_start: str = "copy",
+    replica_follow: float = 0.2,
 ) -> FleetParts:
     """Start (or join) a store's actors on a Ray cluster (``address="auto"`` joins a running one).
 
@@ -850,7 +941,9 @@ def open_ray(
     node's first use), each folding the log into its own directory; reads wait at most
     ``replica_timeout`` seconds for their replica. ``replica_start``: a new replica starts from a
     ``"copy"`` of another replica's checkpointed views (the default: measured faster) or a full
-    ``"replay"`` of the log.
+    ``"replay"`` of the log. ``replica_follow``: a replica applies the log's tail on its own at
+    most every so many seconds (how stale a read that passes no offset may be; 0: only when a
+    read's floor is ahead), set by whoever starts it.
     """
     if replica_start not in ("copy", "replay"):
         from .errors import InvalidInput
@@ -866,6 +959,10 @@ def open_ray(
         from .errors import InvalidInput
 
         raise InvalidInput("replica_timeout", "must be a number of seconds >= 0", replica_timeout)
+    if isinstance(replica_follow, bool) or not isinstance(replica_follow, (int, float)) or replica_follow < 0:
+        from .errors import InvalidInput
+
+        raise InvalidInput("replica_follow", "must be a number of seconds >= 0", replica_follow)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     if not ray.is_initialized():
         ray.init(address=address, namespace="eidetica", include_dashboard=False, log_to_driver=False)
@@ -874,25 +971,32 @@ def open_ray(
     key = store_key(root)
     log_h = LogActor.options(name=f"eidetica:{key}:log", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root / "log"), fsync)
     emb_h = EmbedderActor.options(name=f"eidetica:{key}:embedder", get_if_exists=True, **ACTOR_OPTIONS).remote(embedder)
+    written = Written()  # this handle's writes, through any of its parts: its reads' floor
+    # and what was committed before it opened: one call to the log per handle, none per read
+    written.note({p: h - 1 for p, h in enumerate(_get(log_h.heads.remote())) if h > 0})
     if views_replicas == "node":
-        handles, names = _node_replicas(root, key, log_h, emb_h, embedder, replica_start == "copy")
-        views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout))
+        handles, names = _node_replicas(root, key, log_h, emb_h, embedder, replica_start == "copy", float(replica_follow))
+        views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout), written)
     elif views_replicas is not None:
-        handles, names = _start_replicas(root, key, log_h, emb_h, int(views_replicas), embedder, replica_start == "copy")
-        views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout))
+        handles, names = _start_replicas(root, key, log_h, emb_h, int(views_replicas), embedder, replica_start == "copy",
+                                         float(replica_follow))
+        views: Any = ReplicatedViews(RemoteLog(log_h), handles, names, emb_h, float(replica_timeout), written)
     else:
-        views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(str(root), log_h, emb_h, "views", embedder)
+        # it follows the log too: it becomes replica 0 when a later client opens the store with replicas
+        views_h = ViewsActor.options(name=f"eidetica:{key}:views", get_if_exists=True, **ACTOR_OPTIONS).remote(
+            str(root), log_h, emb_h, "views", embedder, None, float(replica_follow))
         views = RemoteViews(views_h, emb_h)
     config = config or MemoryConfig()
     llm = llm or OfflineLLM()
-    runtime = RayRuntime(key, log_h, emb_h, llm, config, idle_seconds, clock)
-    return FleetParts(root, RemoteLog(log_h), RemoteEmbedder(emb_h), llm, config, runtime, views)
+    runtime = RayRuntime(key, log_h, emb_h, llm, config, idle_seconds, clock, written)
+    return FleetParts(root, RemoteLog(log_h, written), RemoteEmbedder(emb_h), llm, config, runtime, views)
 
 
 def shutdown_store(path: str | os.PathLike[str]) -> None:
     """Kill a store's named actors (the log closes; data stays on disk)."""
     key = store_key(path)
-    for name in ray.util.list_named_actors(all_namespaces=False):
+    # the log last: a replica's follower long-polls it until the replica is gone
+    for name in sorted(ray.util.list_named_actors(all_namespaces=False), key=lambda n: n.endswith(":log")):
         if name.startswith(f"eidetica:{key}:"):
             try:
                 ray.kill(ray.get_actor(name), no_restart=True)

@@ -8,7 +8,7 @@ import os
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import msgspec
 
@@ -250,6 +250,36 @@ class Memory:
         if behind is not None:
             behind.drain()
 
+    @property
+    def written(self) -> dict[int, int]:
+        """The last log offset per partition this handle wrote (or, on Ray, found committed when it opened): pass it as another handle's ``min_offset``."""
+        tracked = getattr(self.runtime, "written", None)
+        if tracked is not None:  # Ray: the offsets this handle's writes reached
+            return tracked.floor()
+        # embedded: one writer in this process, so every committed event counts
+        return {p: h - 1 for p in range(self.log.partitions) if (h := self.log.head(p)) > 0}
+
+    def _min_floor(self, min_offset: int | Mapping[int, int] | None) -> dict[int, int]:
+        """``min_offset`` as partition -> offset, checked (an int names partition 0 of a one-partition log)."""
+        if min_offset is None:
+            return {}
+        parts = self.log.partitions
+        if isinstance(min_offset, Mapping):
+            items = dict(min_offset)
+        elif isinstance(min_offset, int) and not isinstance(min_offset, bool):
+            if parts != 1:
+                raise InvalidInput("min_offset", f"the log has {parts} partitions: pass {{partition: offset}}",
+                                   min_offset)
+            items = {0: min_offset}
+        else:
+            raise InvalidInput("min_offset", "must be an offset (int) or {partition: offset}", min_offset)
+        for p, o in items.items():
+            if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < parts:
+                raise InvalidInput("min_offset", f"partition {p!r} is not in [0, {parts})", min_offset)
+            if isinstance(o, bool) or not isinstance(o, int):
+                raise InvalidInput("min_offset", f"offset {o!r} is not an int", min_offset)
+        return {p: o for p, o in items.items() if o >= 0}  # -1: nothing written (a buffered append)
+
     def _sync(self) -> None:
         """Read your own writes: apply everything committed before answering."""
         if self._closed:
@@ -362,8 +392,9 @@ class Memory:
         recency_half_life: dt.timedelta | None = None,
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
+        min_offset: int | Mapping[int, int] | None = None,
     ) -> list[Hit]:
-        """The user's facts most relevant to ``query`` (re-ranking options as in ``search``).
+        """The user's facts most relevant to ``query`` (re-ranking options and ``min_offset`` as in ``search``).
 
         Facts that answer (score at least ``FACT_MIN_SCORE``, 0.20) come first; then what the
         user said in their own messages (role ``user``; hits of kind ``message``, a message
@@ -375,10 +406,12 @@ class Memory:
         if category is not None:
             category = sanitize_category(category)  # the form it was stored in
             return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
-                                recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+                                recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight,
+                                min_offset=min_offset)
         # One search over facts and messages: calibrated scores rank both on one scale.
         hits = self._search(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"], names=True,
-                            mmr=mmr, recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight)
+                            mmr=mmr, recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight,
+                            min_offset=min_offset)
         seen = {h.text for h in hits if h.kind == "fact"}
         out = [h for h in hits if h.kind == "fact" or (h.metadata.get("role", "user") == "user" and h.text not in seen)]
         # facts that answer (distilled, deduplicated) lead; then the rest by score
@@ -470,9 +503,11 @@ class Memory:
         min_score: float | None = None,
         mode: str = "hybrid",
         names: bool = False,
+        min_offset: int | Mapping[int, int] | None = None,
         **options: Any,
     ) -> list[Hit]:
         check_text("query", query)
+        floor = self._min_floor(min_offset)
         _check_k("top_k", top_k)
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
@@ -483,6 +518,8 @@ class Memory:
             user=user, mode=mode, names=names, options=options, top_k=top_k, kinds=kinds, category=category,
             exclude_session=exclude_session, session_id=session_id, min_score=min_score,
         )
+        if floor and hasattr(self.views, "written"):  # view replicas: the serving one waits for it
+            kw["min_offset"] = floor
         try:
             hits = self.views.query(self.embedder, self.tenant, query, **kw)
         except CorruptIndex as e:  # damaged files, and only that: the log is the truth
@@ -517,6 +554,7 @@ class Memory:
         speaker_weight: float = SEARCH_DEFAULTS.speaker_weight,
         time_weight: float = SEARCH_DEFAULTS.time_weight,
         fusion: str = SEARCH_DEFAULTS.fusion,
+        min_offset: int | Mapping[int, int] | None = None,
     ) -> list[Hit]:
         """Search a user's conversations across sessions (optionally excluding the current one, or only one: ``session_id``).
 
@@ -539,6 +577,11 @@ class Memory:
         (default), ``minmax``, ``absolute`` or ``rrf``. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
         ``recency_half_life`` (scores halve per half-life of age at ``now``),
         ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
+
+        ``min_offset``: answer only from views that applied the log up to this offset (an
+        offset a write returned; with a partitioned log, ``{partition: offset}`` such as another
+        handle's ``written``): read-your-writes across handles and view replicas. A handle's own
+        writes need no offset.
         """
         check_id("user", user)
         if session_id is not None:
@@ -549,6 +592,7 @@ class Memory:
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
             confidence_weight=confidence_weight, speaker_weight=speaker_weight, time_weight=time_weight, fusion=fusion,
+            min_offset=min_offset,
         )
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
