@@ -87,6 +87,8 @@ QUESTIONS = [
     "When do I do {thing}?", "What did I give up and why?", "What am I allergic to?",
     "What do {person} and I talk about?", "What do I like about {place}?", "Who lives in {place}?",
     "What do I want to try in {place}?", "What do I spend too much money on?", "Who taught me {thing}?",
+    # the templates above give only 199 distinct questions: the full run's 200 looped forever
+    "What did {person} and I do in {place}?",
 ]
 
 
@@ -105,9 +107,13 @@ def questions(q: int, seed: int = 11) -> list[str]:
     """``q`` distinct questions about such memories."""
     rng = random.Random(seed)
     out: dict[str, None] = {}
-    while len(out) < q:
+    for _ in range(50 * q + 10_000):  # bounded: the templates allow a few thousand questions
+        if len(out) >= q:
+            break
         out[rng.choice(QUESTIONS).format(person=rng.choice(PEOPLE), thing=rng.choice(THINGS),
                                          place=rng.choice(PLACES))] = None
+    if len(out) < q:
+        raise SystemExit(f"only {len(out)} distinct questions can be made; ask for fewer (--questions)")
     return list(out)
 
 
