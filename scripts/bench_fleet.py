@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -108,42 +108,35 @@ def _cpu_by_process(root: int) -> dict[int, float]:
     return {p: _cpu_s(p) for p in _tree(root)}
 
 
-def _cpu_by_thread(pid: int) -> dict[str, float]:
-    """CPU seconds so far of a process's threads, summed by thread name (digits dropped: one pool, one name)."""
+def _tasks(pid: int) -> Iterator[tuple[str, list[str]]]:
+    """A live process's threads: (name with digits dropped, so one pool is one name; /proc stat fields after it)."""
     import re
 
-    out: dict[str, float] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return out
+        return
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 raw = f.read()
         except OSError:
             continue
-        name = re.sub(r"[\d_-]+$", "", raw[raw.index("(") + 1:raw.rindex(")")]) or "?"
-        fields = raw.rsplit(")", 1)[1].split()
+        yield re.sub(r"[\d_-]+$", "", raw[raw.index("(") + 1:raw.rindex(")")]) or "?", raw.rsplit(")", 1)[1].split()
+
+
+def _cpu_by_thread(pid: int) -> dict[str, float]:
+    """CPU seconds so far of a process's threads, summed by thread name."""
+    out: dict[str, float] = {}
+    for name, fields in _tasks(pid):
         out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return out
 
 
 def _threads(pid: int) -> dict[str, int]:
-    """Threads of a live process, counted by name (digits dropped)."""
-    import re
-
+    """Threads of a live process, counted by name."""
     out: dict[str, int] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                name = re.sub(r"[\d_-]+$", "", f.read().strip()) or "?"
-        except OSError:
-            continue
+    for name, _ in _tasks(pid):
         out[name] = out.get(name, 0) + 1
     return out
 

@@ -26,7 +26,7 @@ import pyarrow as pa
 from ..events import EventLog, RecordedEvent
 from ..projections._snapshot import SnapshotStore, SnapshotWarning
 
-__all__ = ["ActorSnapshots", "ActorSnapshot", "column", "times", "no_gc"]
+__all__ = ["ActorSnapshots", "ActorSnapshot", "column", "times", "no_gc", "restore_actor", "save_actor"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _US = dt.timedelta(microseconds=1)
@@ -119,3 +119,35 @@ class ActorSnapshots:
     def clear(self) -> None:
         """Remove every actor snapshot (``compact``: they may hold forgotten text)."""
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def restore_actor(actor: Any, kind: str, schema: int) -> "ActorSnapshot | None":
+    """Load ``actor``'s snapshot and fold it in with ``actor._restore``; ``None`` (actor reset) means replay the stream."""
+    if actor.snapshots is None:
+        return None
+    snap = actor.snapshots.load(kind, actor.stream, schema, actor.log)
+    if snap is None:
+        return None
+    try:
+        with no_gc():
+            actor._restore(snap)
+    except Exception as e:  # noqa: BLE001 - passed its checksum but not our reader: replay
+        warnings.warn(f"eidetica: ignoring the snapshot of {actor.stream}: {e}; replaying the stream instead",
+                      SnapshotWarning, stacklevel=4)
+        actor._reset()
+        return None
+    return snap
+
+
+def save_actor(actor: Any, kind: str, schema: int, contents: Any, force: bool = False) -> bool:
+    """Write ``actor``'s snapshot (``contents()`` gives its tables and meta) when ``every`` events are not covered (any, forced)."""
+    if actor.snapshots is None:
+        return False
+    with actor._lock:
+        behind = actor.version - actor._covered
+        if behind <= 0 or (behind < actor.snapshots.every and not force):
+            return False
+        tables, meta = contents()
+        actor.snapshots.write(kind, actor.stream, schema, tables, meta, actor.log, actor.version)
+        actor._covered = actor.version
+        return True

@@ -7,7 +7,6 @@ import heapq
 import re
 import threading
 import uuid
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, Union
 
@@ -16,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._blas import single_threaded_blas
-from ..errors import InvalidInput, NotFound, ProviderError, WrongExpectedVersion
+from ..errors import InvalidInput, NotFound, WrongExpectedVersion
 from ..events import (
     ChunksEmbedded,
     EventLog,
@@ -33,11 +32,10 @@ from ..events import (
 from ..events.streams import facts_stream
 from ..events.types import Event
 from ..providers import LLM, Embedder
-from ..projections._snapshot import SnapshotWarning
 from ..projections._vectors import VectorSlots
 from ..providers._base import Coalescer
 from ._config import MemoryConfig
-from ._snapshots import ActorSnapshot, ActorSnapshots, column, no_gc, times
+from ._snapshots import ActorSnapshot, ActorSnapshots, column, restore_actor, save_actor, times
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 
 __all__ = ["FactCurator", "RememberItem"]
@@ -170,20 +168,7 @@ class FactCurator:
 
     # -- snapshots -------------------------------------------------------------------
     def _load_snapshot(self) -> ActorSnapshot | None:
-        if self.snapshots is None:
-            return None
-        snap = self.snapshots.load("curator", self.stream, SNAPSHOT_SCHEMA, self.log)
-        if snap is None:
-            return None
-        try:
-            with no_gc():
-                self._restore(snap)
-        except Exception as e:  # noqa: BLE001 - passed its checksum but not our reader: replay
-            warnings.warn(f"eidetica: ignoring the snapshot of {self.stream}: {e}; replaying the stream instead",
-                          SnapshotWarning, stacklevel=3)
-            self._reset()
-            return None
-        return snap
+        return restore_actor(self, "curator", SNAPSHOT_SCHEMA)
 
     def _restore(self, snap: ActorSnapshot) -> None:
         t, meta = snap.tables, snap.meta
@@ -258,16 +243,7 @@ class FactCurator:
 
     def save_snapshot(self, force: bool = False) -> bool:
         """Write the curator's snapshot when ``snapshots.every`` events are not covered by it (any, when forced)."""
-        if self.snapshots is None:
-            return False
-        with self._lock:
-            behind = self.version - self._covered
-            if behind <= 0 or (behind < self.snapshots.every and not force):
-                return False
-            tables, meta = self._tables()
-            self.snapshots.write("curator", self.stream, SNAPSHOT_SCHEMA, tables, meta, self.log, self.version)
-            self._covered = self.version
-            return True
+        return save_actor(self, "curator", SNAPSHOT_SCHEMA, self._tables, force)
 
     def _fold(self, ev: Event, time: dt.datetime) -> None:
         f = self.facts.get(getattr(ev, "fact_id", ""))

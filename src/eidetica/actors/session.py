@@ -6,7 +6,6 @@ import bisect
 import datetime as dt
 import threading
 import uuid
-import warnings
 from typing import Any, Callable, Sequence
 
 import msgspec
@@ -24,11 +23,10 @@ from ..events import (
     SummaryCommitted,
 )
 from ..events.streams import session_stream, summary_stream
-from ..projections._snapshot import SnapshotWarning
 from ..providers import Embedder, count_tokens
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Message
-from ._snapshots import ActorSnapshot, ActorSnapshots, column, no_gc, times
+from ._snapshots import ActorSnapshot, ActorSnapshots, column, restore_actor, save_actor, times
 from ._text import check_metadata, check_text, chunk_text, content_hash, vectors_to_bytes
 
 __all__ = ["SessionActor", "ROLES", "SUMMARY_PREFIX"]
@@ -102,20 +100,7 @@ class SessionActor:
 
     # -- snapshots -------------------------------------------------------------------
     def _load_snapshot(self) -> ActorSnapshot | None:
-        if self.snapshots is None:
-            return None
-        snap = self.snapshots.load("session", self.stream, SNAPSHOT_SCHEMA, self.log)
-        if snap is None:
-            return None
-        try:
-            with no_gc():
-                self._restore(snap)
-        except Exception as e:  # noqa: BLE001 - passed its checksum but not our reader: replay
-            warnings.warn(f"eidetica: ignoring the snapshot of {self.stream}: {e}; replaying the stream instead",
-                          SnapshotWarning, stacklevel=3)
-            self._reset()
-            return None
-        return snap
+        return restore_actor(self, "session", SNAPSHOT_SCHEMA)
 
     def _restore(self, snap: ActorSnapshot) -> None:
         t, meta = snap.tables, snap.meta
@@ -164,16 +149,10 @@ class SessionActor:
 
     def save_snapshot(self, force: bool = False) -> bool:
         """Write the actor's snapshot when ``snapshots.every`` events are not covered by it (any, when forced)."""
-        if self.snapshots is None:
-            return False
-        with self._lock:
-            behind = self.version - self._covered
-            if behind <= 0 or (behind < self.snapshots.every and not force):
-                return False
-            meta = {"last_sequence": self.last_sequence, "owner": self.owner, "started": self.started}
-            self.snapshots.write("session", self.stream, SNAPSHOT_SCHEMA, self._tables(), meta, self.log, self.version)
-            self._covered = self.version
-            return True
+        def contents() -> tuple[dict, dict]:
+            return self._tables(), {"last_sequence": self.last_sequence, "owner": self.owner, "started": self.started}
+
+        return save_actor(self, "session", SNAPSHOT_SCHEMA, contents, force)
 
     def _fold(self, ev: Any, time: dt.datetime, event_id: uuid.UUID | None = None, offset: int = -1, version: int = -1) -> None:
         if isinstance(ev, SessionStarted):
@@ -256,7 +235,7 @@ class SessionActor:
         for k, item in enumerate(items):
             role = item.get("role")
             if role not in ROLES or role == "system":
-                raise InvalidInput("role", f"must be one of user, assistant, tool (system prompts are not stored)", role)
+                raise InvalidInput("role", "must be one of user, assistant, tool (system prompts are not stored)", role)
             content = check_text("content", item.get("content"))
             metadata = check_metadata("metadata", item.get("metadata"))
             want = item.get("sequence")
