@@ -37,6 +37,7 @@ import numpy as np
 import ray
 
 from .actors import FactCurator, ItemsActor, MemoryConfig, NotesActor, Runtime, SchedulesActor, SessionActor, Summarizer
+from .actors import ActorSnapshots
 from .actors.runtime import make_actor
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
@@ -281,11 +282,13 @@ class ActorHost:
 
     def __init__(
         self, kind: str, log: Any, embedder: Any, llm: LLM, config: MemoryConfig, args: tuple,
-        clock: Callable[[], dt.datetime] | None = None,
+        clock: Callable[[], dt.datetime] | None = None, snapshots_dir: str | None = None,
     ) -> None:
         rlog, remb = RemoteLog(log), RemoteEmbedder(embedder)
         clock = clock or _utcnow  # a custom clock arrives as a copy: it is frozen here
-        self.actor: Any = make_actor(kind, rlog, args, remb, llm, config, clock)
+        # session actors and curators start from their snapshot (every node mounts the store path)
+        snaps = ActorSnapshots(snapshots_dir, config.actor_snapshot_events) if snapshots_dir else None
+        self.actor: Any = make_actor(kind, rlog, args, remb, llm, config, clock, snapshots=snaps)
 
     def call(self, method: str, *args: Any, **kw: Any) -> Any:
         """Call a method of the hosted actor; with the log offsets it wrote, if any (``_Wrote``)."""
@@ -812,8 +815,10 @@ class RayRuntime(Runtime):
     def __init__(
         self, key: str, log: Any, embedder: Any, llm: LLM, config: MemoryConfig, idle_seconds: float = 300.0,
         clock: Callable[[], dt.datetime] | None = None, written: Written | None = None,
+        snapshots_dir: str | None = None,
     ) -> None:
         self.key = key
+        self.snapshots_dir = snapshots_dir  # where hosted actors keep their snapshots (None: replay on first use)
         self.written = written if written is not None else Written()  # offsets this handle's writes reached
         self.clock = clock
         self.log = log
@@ -845,7 +850,7 @@ class RayRuntime(Runtime):
 
                 def make() -> Any:
                     return ActorHost.options(name=name, get_if_exists=True, **ACTOR_OPTIONS).remote(
-                        kind, self.log, self.embedder, self.llm, self.config, args, self.clock
+                        kind, self.log, self.embedder, self.llm, self.config, args, self.clock, self.snapshots_dir
                     )
 
                 proxy = self._proxies[key] = RemoteActor(make(), cls, make, self.written)
@@ -884,8 +889,12 @@ class RayRuntime(Runtime):
                 if k[0] == "session" and not p._retired and not p._busy and now - p.last_used > self.idle_seconds
             ]
             for p in idle:
+                try:  # its fold, so that coming back replays only the tail (best effort: the log is the truth)
+                    ray.get(p._handle.call.remote("save_snapshot"), timeout=30)
+                except Exception:  # noqa: BLE001
+                    pass
                 # the proxy stays: a SessionHandle may still hold it, and its next call
-                # re-creates the actor by name (rebuilt from the log)
+                # re-creates the actor by name (rebuilt from its snapshot and the log)
                 ray.kill(p._handle, no_restart=True)
                 object.__setattr__(p, "_retired", True)
         return len(idle)
@@ -988,7 +997,7 @@ def open_ray(
         views = RemoteViews(views_h, emb_h)
     config = config or MemoryConfig()
     llm = llm or OfflineLLM()
-    runtime = RayRuntime(key, log_h, emb_h, llm, config, idle_seconds, clock, written)
+    runtime = RayRuntime(key, log_h, emb_h, llm, config, idle_seconds, clock, written, str(root / "snapshots" / "actors"))
     return FleetParts(root, RemoteLog(log_h, written), RemoteEmbedder(emb_h), llm, config, runtime, views)
 
 

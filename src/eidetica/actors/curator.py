@@ -150,6 +150,7 @@ class FactCurator:
             recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
             for rec in recs:
                 self._fold(rec.decode(), rec.time)
+            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
             if recs:
                 self.version = max(self.version, recs[-1].version)
             self.save_snapshot()  # a long replay is paid once, not on every start

@@ -76,6 +76,7 @@ class SessionActor:
             recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
             for rec in recs:
                 self._fold(rec.decode(), rec.time, rec.event_id, rec.offset, rec.version)
+            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
             if recs:
                 self.version = max(self.version, recs[-1].version)
             self._load_summary()
