@@ -41,6 +41,7 @@ from .actors import ActorSnapshots
 from .actors.runtime import make_actor
 from .events import ANY, ArrowLog, EventLog, NewEvent, RecordedEvent
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
+from .projections._projector import BULK_EVENTS
 
 __all__ = [
     "RayRuntime", "RemoteLog", "RemoteEmbedder", "ReplicatedViews", "FleetParts", "open_ray", "shutdown_store",
@@ -71,6 +72,13 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+def _raise_to(floor: dict[int, int], offsets: dict[int, int]) -> None:
+    """Raise ``floor`` (partition -> last offset) in place to cover ``offsets``."""
+    for p, o in offsets.items():
+        if o > floor.get(p, -1):
+            floor[p] = o
+
+
 class Written:
     """The last log offset per partition that a handle's writes reached (from the log's heads when it
     opened on): its reads' floor (issue #20).
@@ -87,9 +95,7 @@ class Written:
     def note(self, offsets: dict[int, int]) -> None:
         """Raise the floor to cover these offsets (partition -> last offset written)."""
         with self._lock:
-            for p, o in offsets.items():
-                if o > self._last.get(p, -1):
-                    self._last[p] = o
+            _raise_to(self._last, offsets)
 
     def floor(self) -> dict[int, int]:
         """A copy of the floor: partition -> last offset written through this handle."""
@@ -128,9 +134,7 @@ def _noted(offsets: dict[int, int], sink: "Written | None") -> None:
     """Record written offsets: into the ActorHost call on this thread (if any) and into ``sink``."""
     mine = getattr(_CALL, "offsets", None)
     if mine is not None:
-        for p, o in offsets.items():
-            if o > mine.get(p, -1):
-                mine[p] = o
+        _raise_to(mine, offsets)
     if sink is not None:
         sink.note(offsets)
 
@@ -433,7 +437,7 @@ class ViewsActor:
             except Exception:  # noqa: BLE001 - no usable seed: the log is the truth, replay it
                 shutil.rmtree(Path(path) / "index", ignore_errors=True)
         self.views = LocalViews(Path(path), RemoteLog(log), self.embedder)
-        if how == "replay" and sum(self.views.projector.applied(p) for p in range(self.views.log.partitions)) >= 5_000:
+        if how == "replay" and sum(self.views.projector.applied(p) for p in range(self.views.log.partitions)) >= BULK_EVENTS:
             self.views.projector.maintain(force=True)  # a bulk fold: ANN and scalar indexes before serving
         self.started = {"how": how, "seconds": round(time.perf_counter() - t, 3)}
         self._lock = threading.Lock()
@@ -459,9 +463,7 @@ class ViewsActor:
                 heads = _get(log.wait_past.remote(nexts, 10.0))
                 if any(h > n for h, n in zip(heads, nexts)):
                     with self._lock:
-                        applied = proj.catch_up()
-                        if applied:
-                            proj.maintain(force=applied >= 5_000)
+                        if proj.refresh():
                             self.follows += 1
                     time.sleep(every)  # coalesce: a busy log is applied in batches, not per commit
             except Exception:  # noqa: BLE001 - the log restarting, or our own fold failing: reads still catch up
@@ -481,10 +483,7 @@ class ViewsActor:
 
         proj = self.views.projector
         if floor and timeout > 0 and not all(proj.applied(p) > o for p, o in floor.items()):
-            applied = proj.catch_up()  # this replica folds the log itself, up to the head
-            if applied:
-                # as the embedded mode does: a bulk load gets its ANN / scalar indexes before answering
-                proj.maintain(force=applied >= 5_000)
+            proj.refresh()  # this replica folds the log itself, up to the head, as the embedded mode does
         if floor and not proj.wait_for(floor, timeout=timeout):
             applied = {p: proj.applied(p) for p in floor}
             raise ReplicaBehind(self.name, dict(floor), applied, timeout)
@@ -616,8 +615,8 @@ class _ReplicaTarget:
         self.target = target
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        if self.target == "projector" and name == "catch_up":
-            return self.views.sync
+        if self.target == "projector" and name in ("catch_up", "refresh"):
+            return self.views.sync  # each read carries its floor to its replica
         if self.target == "projector" and name == "lag":
             return lambda: {"max_replica_lag": max((r["lag"] for r in self.views.status()), default=0)}
 
@@ -676,8 +675,7 @@ class ReplicatedViews:
     def _serve(self, call: Callable[[Any, dict[int, int]], Any], at_least: dict[int, int] | None = None) -> Any:
         """Call the serving replica at this handle's floor; on a dead one, the next replica (Ray restarts the dead one)."""
         floor = self.written.floor()
-        for p, o in (at_least or {}).items():
-            floor[p] = max(o, floor.get(p, -1))
+        _raise_to(floor, at_least or {})
         last: BaseException | None = None
         for attempt in range(3):
             for i in self.order:

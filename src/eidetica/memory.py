@@ -286,13 +286,7 @@ class Memory:
             raise InvalidInput("memory", "is closed")
         self._drain_items()
         with self._qlock:
-            applied = self.projector.catch_up()
-            if applied and applied >= 5_000:
-                # a bulk load: fold the new rows into the ANN and scalar indexes before
-                # answering, or scoped queries scan hundreds of unindexed fragments
-                self.projector.maintain(force=True)
-            elif applied:
-                self.projector.maintain()
+            self.projector.refresh()
 
     # -- sessions --------------------------------------------------------------------
     def session(

@@ -81,10 +81,7 @@ class ActorSnapshots:
 
     def load(self, kind: str, stream: str, schema_version: int, log: EventLog) -> ActorSnapshot | None:
         """The actor's verified snapshot with the stream's events after it, or None (warned when refused)."""
-        store = self._store(kind, stream, schema_version)
-        if store.newest() is None:
-            return None
-        snap = store.load()
+        snap = self._store(kind, stream, schema_version).load()
         if snap is None:
             return None
         meta = snap.meta

@@ -18,7 +18,10 @@ from ..events import EventLog, RecordedEvent
 from ..events.envelope import events_from_batch
 from ._base import Projection
 
-__all__ = ["Projector"]
+__all__ = ["Projector", "BULK_EVENTS"]
+
+# a catch-up of this many events or more is a bulk load: every projection is maintained after it
+BULK_EVENTS = 5_000
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,15 @@ class Projector:
                     buf = buf[self.batch_size :]
         flush(buf)
         return consumed
+
+    def refresh(self) -> int:
+        """``catch_up``, then ``maintain`` what changed (everything after ``BULK_EVENTS`` or more); returns events applied."""
+        applied = self.catch_up()
+        if applied:
+            # a bulk load: fold the new rows into the ANN and scalar indexes before answering,
+            # or scoped queries scan hundreds of unindexed fragments
+            self.maintain(force=applied >= BULK_EVENTS)
+        return applied
 
     def maintain(self, force: bool = False) -> None:
         """Run the projections' housekeeping (ANN build, optimize) for those that changed."""
