@@ -434,12 +434,15 @@ class StateProjection(Projection):
                 self._store.clear()  # a rebuild (compact) must not leave an old one with forgotten text
                 self.snapshot_checkpoint, self.snapshot_created = {}, None
 
+    def snapshot_due(self, behind: int) -> bool:
+        """Whether ``behind`` events not in the snapshot make one due: ``snapshot_events``, or any after ``snapshot_seconds``."""
+        return behind >= self.snapshot_events or (behind > 0 and _time.monotonic() - self._saved_at >= self.snapshot_seconds)
+
     def maintain(self, force: bool = False) -> None:
         """Write a snapshot when ``snapshot_events`` events or ``snapshot_seconds`` passed (or now, when forced)."""
         if self._store is None or not self._unsaved:
             return
-        due = self._unsaved >= self.snapshot_events or _time.monotonic() - self._saved_at >= self.snapshot_seconds
-        if force or due:
+        if force or self.snapshot_due(self._unsaved):
             self.write_snapshot()
 
     def write_snapshot(self, *, closing: bool = False) -> str | None:

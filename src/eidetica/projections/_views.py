@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -147,8 +146,7 @@ class LocalViews:
         """
         st = self.state
         heads = sum(self.log.head(p) for p in range(self.log.partitions))
-        behind = heads - sum(st.snapshot_checkpoint.values())
-        if behind <= 0 or (behind < st.snapshot_events and time.monotonic() - st._saved_at < st.snapshot_seconds):
+        if not st.snapshot_due(heads - sum(st.snapshot_checkpoint.values())):
             return None
         self.projector.catch_up()
         written = self.projector.snapshot()
