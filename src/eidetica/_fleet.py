@@ -45,7 +45,7 @@ from .projections._projector import BULK_EVENTS
 
 __all__ = [
     "RayRuntime", "RemoteLog", "RemoteEmbedder", "ReplicatedViews", "FleetParts", "open_ray", "shutdown_store",
-    "replica_layout", "ACTOR_OPTIONS", "Written",
+    "replica_layout", "join_cluster", "ACTOR_OPTIONS", "Written",
 ]
 
 ACTOR_OPTIONS: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1, "num_cpus": 0}
@@ -927,6 +927,13 @@ class FleetParts:
     views: "RemoteViews | ReplicatedViews"
 
 
+def join_cluster(address: str | None = None) -> None:
+    """Connect this process to Ray in the stores' namespace, once (``address=None``: a local cluster)."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if not ray.is_initialized():
+        ray.init(address=address, namespace="eidetica", include_dashboard=False, log_to_driver=False)
+
+
 def open_ray(
     path: str | os.PathLike[str],
     *,
@@ -970,9 +977,7 @@ def open_ray(
         from .errors import InvalidInput
 
         raise InvalidInput("replica_follow", "must be a number of seconds >= 0", replica_follow)
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if not ray.is_initialized():
-        ray.init(address=address, namespace="eidetica", include_dashboard=False, log_to_driver=False)
+    join_cluster(address)
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     key = store_key(root)

@@ -281,14 +281,11 @@ def reembed(
 
 def _open_fleet(path: Path, tenant: str, model: str | None, address: str) -> Any:
     """Join a store served by a Ray fleet as one more reader (its existing view replicas, none added)."""
-    import ray
-
     from . import memory
-    from ._fleet import replica_layout
+    from ._fleet import join_cluster, replica_layout
 
     _require_store(path)
-    if not ray.is_initialized():
-        ray.init(address=address, namespace="eidetica", include_dashboard=False, log_to_driver=False)
+    join_cluster(address)  # before replica_layout: it lists the cluster's named actors
     return memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime="ray",
                        views_replicas=replica_layout(path))
 
