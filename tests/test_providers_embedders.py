@@ -310,6 +310,39 @@ def test_survives_pickling_and_fork(local: LocalEmbedder) -> None:
     np.testing.assert_allclose(got, expected, atol=1e-6)
 
 
+def test_a_lone_text_runs_on_every_core_and_matches(local: LocalEmbedder) -> None:
+    from eidetica.providers._local import _workers
+
+    e = LocalEmbedder(cache_size=0)
+    model = e._model
+    texts = ["I live in Paris.", "a somewhat longer sentence about the weather in spring"]
+    together = e.embed(texts)  # one batch per core, one intra-op thread each
+    wide = _workers()
+    model._sessions.pop(wide, None)
+    alone = np.vstack([e.embed([t]) for t in texts])
+    np.testing.assert_allclose(alone, together, atol=2e-6)
+    if wide > 1:
+        assert wide in model._sessions  # a lone text used the session with an intra-op thread per core
+        model._sessions.pop(wide)
+        model._busy += 1  # as if another thread were embedding now: the lone text must not take every core
+        try:
+            np.testing.assert_allclose(e.embed(texts[:1]), together[:1], atol=2e-6)
+        finally:
+            model._busy -= 1
+        assert wide not in model._sessions
+
+
+def test_fork_after_a_lone_text_does_not_hang_the_child(local: LocalEmbedder) -> None:
+    import multiprocessing
+
+    texts = ["I live in Paris.", "ok", "a somewhat longer sentence about the weather in spring"]
+    expected = LocalEmbedder(cache_size=0).embed(texts)
+    LocalEmbedder(cache_size=0).embed(["a lone text"])  # builds the session whose threads a child inherits broken
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_embed_in_child, (texts,)).get(timeout=120)  # hung forever before the fix
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+
+
 def _embed_in_child(texts: list[str]) -> np.ndarray:
     return default_embedder().embed(texts)
 

@@ -88,10 +88,11 @@ class _FactState:
 
 
 class _VectorSet(VectorSlots):
-    """Active facts' vectors (unit rows): add, remove and nearest in O(1) / one matmul."""
+    """Active facts' vectors (unit rows): add and remove in O(1); the nearest fact above a threshold without a full scan."""
 
     def __init__(self, dim: int) -> None:
-        super().__init__(dim)
+        # a rank of a sixth of the dimension: 64 of MiniLM's 384 (see VectorSlots.best_above)
+        super().__init__(dim, rank=max(8, dim // 6))
 
     def add(self, fact_id: str, vector: np.ndarray) -> None:
         """Insert or replace the vector of a fact."""
@@ -202,6 +203,7 @@ class FactCurator:
         vs.mat = np.zeros((max(64, len(vs.keys)), dim), np.float32)
         for k, i in vs.slot.items():
             vs.mat[i] = self.facts[k].vector
+        vs.reset_bound()  # the matrix was set directly: the bound is refitted on first use
         x = t["extracted"]
         self.extracted = set(zip(column(x, "session_id"), column(x, "sequence")))
         r = t["requests"]
@@ -345,7 +347,9 @@ class FactCurator:
         return sorted(facts, key=lambda f: (-f.confidence, -f.reinforced.timestamp(), self._order[f.fact_id]))
 
     def _nearest(self, vector: np.ndarray) -> tuple[_FactState | None, float]:
-        fid, sim = self._vectors.nearest(vector)
+        """The closest active fact if it is close enough to be reinforced or superseded (the lower threshold)."""
+        at_least = min(self.config.reinforce_threshold, self.config.supersede_threshold)
+        fid, sim = self._vectors.best_above(vector, at_least)
         return (self.facts[fid], sim) if fid is not None else (None, 0.0)
 
     # -- writing ---------------------------------------------------------------------
