@@ -563,6 +563,12 @@ class ChunkIndex(BulkRebuild, Projection):
             rows[r.key] = r
         missing = [k for k in vsim if k not in rows]
         if missing:
+            # from the scan's memory when it answered the vector side (a Tantivy fetch by key costs
+            # more than the rest of the fusion), the rest from Tantivy
+            got = self._lance.scans.fetch(f.tenant, missing)
+            rows.update(got)
+            missing = [k for k in missing if k not in got]
+        if missing:
             rows.update(self._text.fetch(f.tenant, missing))
         # (a key missing from Tantivy was written to LanceDB mid-apply: dropped)
         rows = {k: r for k, r in rows.items() if r.tenant == f.tenant}
