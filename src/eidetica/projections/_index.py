@@ -495,9 +495,11 @@ class ChunkIndex(BulkRebuild, Projection):
             txt_fut = self._executor().submit(self._text.search, f, terms, fetch)
             try:
                 qvec = self._query_vector(later())
+                # before waiting for BM25: a query vector from the embedder's cache comes at once,
+                # and the vector side then runs while BM25 does
+                vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
             finally:
                 txt_hits = txt_fut.result()
-            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
             return self._ranked(mode, f, vec_hits, txt_hits, n, top_k, min_score, opts, qvec, terms)
         if later is not None and mode != "text":
             qvec = self._query_vector(later())
