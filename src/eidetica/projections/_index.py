@@ -601,8 +601,10 @@ class ChunkIndex(BulkRebuild, Projection):
             # the neighbours' and the text-only rows' vectors in one lookup (each costs a query)
             got = self._lance.vectors(f.tenant, need)
             qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
+            sqrt = np.sqrt
             for k, v in got.items():
-                vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
+                # sqrt(v.dot(v)) is what np.linalg.norm computes for a vector, without its dispatch
+                vsim[k] = float(qn.dot(v) / (float(sqrt(v.dot(v))) or 1.0))
             vecs.update(got)
         if mode == "hybrid":
             keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]
