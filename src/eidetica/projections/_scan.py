@@ -146,7 +146,7 @@ class Scope(VectorSlots):
         with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
             sims = self.mat[:n] @ q
         x = self.extra
-        masks = []  # none: every row handed out is live and admitted (a scope queried as a whole)
+        masks: list[np.ndarray] = []  # none: every row handed out is live and admitted (a scope queried as a whole)
         if self.free:
             masks.append(x["live"][:n])
         if f.kinds is not None and self.key[2] != tuple(sorted(set(f.kinds))):
