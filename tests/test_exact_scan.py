@@ -101,7 +101,15 @@ def compare(w: World, tenant: str, **kw) -> list[str]:
         lance.scans.scopes.update(saved)
     assert [h.id for h in hits] == [h.id for h in plain], kw
     assert [h.score for h in hits] == pytest.approx([h.score for h in plain], abs=1e-5)
+    # every other field too: the rows a search takes from the scan's memory equal Tantivy's
+    assert [_fields(h) for h in hits] == [_fields(h) for h in plain], kw
     return [k for k, _ in mem]
+
+
+def _fields(h) -> tuple:
+    """A hit without its scores (those come from float32 products that may differ in the last bits)."""
+    return (h.id, h.kind, h.text, h.time, h.tenant, h.user_id, h.session_id, h.category, h.confidence, h.source_id,
+            h.metadata)
 
 
 def compare_all(w: World) -> None:
@@ -151,6 +159,32 @@ def test_every_kind_and_filter_matches_lancedb_and_tracks_writes(tmp_path) -> No
     w.proj.rebuild()
     assert not w.idx._lance.scans.scopes
     compare_all(w)
+    w.close()
+
+
+def test_hits_take_rows_from_memory_and_confidence_changes_reach_them(tmp_path) -> None:
+    w = World(tmp_path)
+    fill(w)
+    compare(w, "a", kinds=["fact", "message"], user_id="u")  # loads u's facts and messages
+    fetched: list[list[str]] = []
+    real = w.idx._text.fetch
+
+    def counting(tenant, keys):
+        fetched.append(list(keys))
+        return real(tenant, keys)
+
+    w.idx._text.fetch = counting
+    # confidence changes after the load: the hits must carry them (compare checks every field)
+    w.write(facts_stream("a", "u"), "a", [ev.FactReinforced(fact_id="fact-2", confidence=0.75),
+                                          ev.FactDecayed(fact_id="fact-4", confidence=0.5)])
+    compare(w, "a", kinds=["fact", "message"], user_id="u")
+    q = w.rng.standard_normal(DIM).astype(np.float32)
+    fetched.clear()
+    hits = w.idx.search(tenant="a", text="zzz", vector=q, top_k=60, min_score=None, kinds=["fact", "message"],
+                        user_id="u")
+    assert len(hits) == 45 and fetched == []  # every row from memory: no Tantivy fetch by key
+    conf = {h.id: h.confidence for h in hits}
+    assert conf["fact-2"] == 0.75 and conf["fact-4"] == 0.5 and conf["fact-6"] == 1.0
     w.close()
 
 

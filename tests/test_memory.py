@@ -313,6 +313,29 @@ def test_remember_recall_render_and_list(mem) -> None:
     assert [h.category for h in mem.recall("peanuts", user="ada", category="health")] == ["health"]
 
 
+def test_recall_makes_hits_of_only_what_it_returns_and_returns_what_the_full_search_gives(tmp_path, clock) -> None:
+    # recall searches 4 x top_k facts and messages and keeps the user's own words and the facts;
+    # only the kept hits become Hits: the answer must equal filtering the full list of Hits
+    cfg = MemoryConfig(auto_extract=False)
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock, config=cfg) as m:
+        words = ["tea", "jazz", "Lisbon", "bees", "chess", "sailing", "Porto", "piano"]
+        facts = [f"Ada likes {a} and {b}" for a in words for b in words[:3]]
+        m.remember_many(facts, user="ada")
+        s = m.session("s1", user="ada")
+        s.extend([{"role": "user" if i % 2 else "assistant", "content": f"we talked about {w} today {i}"}
+                  for i, w in enumerate(words * 2)] + [{"role": "user", "content": facts[0]}])
+        for q in ("tea jazz", "Lisbon", "bees and chess today", "piano"):
+            for k in (1, 3, 10):
+                full = m._search(q, top_k=4 * k, user="ada", kinds=["fact", "message"], names=True)
+                seen = {h.text for h in full if h.kind == "fact"}
+                want = [h for h in full if h.kind == "fact" or (h.metadata.get("role", "user") == "user"
+                                                                and h.text not in seen)]
+                want = sorted(want, key=lambda h: not (h.kind == "fact" and h.score >= 0.20))[:k]
+                got = m.recall(q, top_k=k, user="ada")
+                assert got == want and got, (q, k)
+                assert any(h.kind == "message" for h in m.recall("today", top_k=10, user="ada"))
+
+
 def test_remember_many_stores_in_order_on_every_runtime(mem) -> None:
     ids = mem.remember_many(["Ada keeps bees", ("Ada lives in Porto", "location"), "Ada keeps bees"], user="ada")
     assert len(ids) == 3 and ids[0] == ids[2] != ids[1]

@@ -403,13 +403,16 @@ class Memory:
                                 recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight,
                                 min_offset=min_offset)
         # One search over facts and messages: calibrated scores rank both on one scale.
-        hits = self._search(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"], names=True,
-                            mmr=mmr, recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight,
-                            min_offset=min_offset)
+        hits = self._search_hits(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"],
+                                 names=True, mmr=mmr, recency_half_life=recency_half_life, now=now,
+                                 confidence_weight=confidence_weight, min_offset=min_offset)
         seen = {h.text for h in hits if h.kind == "fact"}
-        out = [h for h in hits if h.kind == "fact" or (h.metadata.get("role", "user") == "user" and h.text not in seen)]
-        # facts that answer (distilled, deduplicated) lead; then the rest by score
-        return sorted(out, key=lambda h: not (h.kind == "fact" and h.score >= FACT_MIN_SCORE))[:top_k]
+        out = [h for h in hits
+               if h.kind == "fact" or ((h.metadata or {}).get("role", "user") == "user" and h.text not in seen)]
+        # facts that answer (distilled, deduplicated) lead; then the rest by score (as the hit rounds it).
+        # Only the hits returned are made into Hits: 4 x top_k were asked for.
+        out.sort(key=lambda h: not (h.kind == "fact" and round(float(h.score), 4) >= FACT_MIN_SCORE))
+        return [_hit(h) for h in out[:top_k]]
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
         """The user's active facts, strongest first (from the one fact read model, ``projections.FactInfo``)."""
@@ -500,6 +503,26 @@ class Memory:
         min_offset: int | Mapping[int, int] | None = None,
         **options: Any,
     ) -> list[Hit]:
+        return [_hit(h) for h in self._search_hits(
+            query, top_k=top_k, user=user, kinds=kinds, category=category, exclude_session=exclude_session,
+            session_id=session_id, min_score=min_score, mode=mode, names=names, min_offset=min_offset, **options)]
+
+    def _search_hits(
+        self,
+        query: str,
+        *,
+        top_k: int,
+        user: str | None,
+        kinds: Sequence[str],
+        category: str | None = None,
+        exclude_session: str | None = None,
+        session_id: str | None = None,
+        min_score: float | None = None,
+        mode: str = "hybrid",
+        names: bool = False,
+        min_offset: int | Mapping[int, int] | None = None,
+        **options: Any,
+    ) -> list[SearchHit]:
         check_text("query", query)
         floor = self._min_floor(min_offset)
         _check_k("top_k", top_k)
@@ -523,7 +546,7 @@ class Memory:
             with self._qlock:
                 self.views.fresh(self.embedder)
             hits = self.views.query(self.embedder, self.tenant, query, **kw)
-        return [_hit(h) for h in hits]
+        return hits
 
     def search(
         self,

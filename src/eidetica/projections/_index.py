@@ -495,9 +495,11 @@ class ChunkIndex(BulkRebuild, Projection):
             txt_fut = self._executor().submit(self._text.search, f, terms, fetch)
             try:
                 qvec = self._query_vector(later())
+                # before waiting for BM25: a query vector from the embedder's cache comes at once,
+                # and the vector side then runs while BM25 does
+                vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
             finally:
                 txt_hits = txt_fut.result()
-            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
             return self._ranked(mode, f, vec_hits, txt_hits, n, top_k, min_score, opts, qvec, terms)
         if later is not None and mode != "text":
             qvec = self._query_vector(later())
@@ -563,6 +565,12 @@ class ChunkIndex(BulkRebuild, Projection):
             rows[r.key] = r
         missing = [k for k in vsim if k not in rows]
         if missing:
+            # from the scan's memory when it answered the vector side (a Tantivy fetch by key costs
+            # more than the rest of the fusion), the rest from Tantivy
+            got = self._lance.scans.fetch(f.tenant, missing)
+            rows.update(got)
+            missing = [k for k in missing if k not in got]
+        if missing:
             rows.update(self._text.fetch(f.tenant, missing))
         # (a key missing from Tantivy was written to LanceDB mid-apply: dropped)
         rows = {k: r for k, r in rows.items() if r.tenant == f.tenant}
@@ -593,8 +601,10 @@ class ChunkIndex(BulkRebuild, Projection):
             # the neighbours' and the text-only rows' vectors in one lookup (each costs a query)
             got = self._lance.vectors(f.tenant, need)
             qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
+            sqrt = np.sqrt
             for k, v in got.items():
-                vsim[k] = float(np.dot(qn, v) / (float(np.linalg.norm(v)) or 1.0))
+                # sqrt(v.dot(v)) is what np.linalg.norm computes for a vector, without its dispatch
+                vsim[k] = float(qn.dot(v) / (float(sqrt(v.dot(v))) or 1.0))
             vecs.update(got)
         if mode == "hybrid":
             keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]

@@ -307,6 +307,7 @@ class LanceChunks:
             for i in range(0, len(preds), _MAX_OR):
                 where = " OR ".join(p.sql() for p in preds[i : i + _MAX_OR])
                 self.table.update(where=where, values={"confidence": conf})
+        self.scans.set_confidence(updates)
 
     def upsert(self, rows: Sequence[Row]) -> None:
         """Insert or replace rows by key: plain appends for new keys, merge_insert for known ones."""

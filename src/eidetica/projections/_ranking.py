@@ -340,7 +340,8 @@ def recency(score: np.ndarray, ts_us: np.ndarray, now_us: int, half_life_us: flo
 
 def order(score: np.ndarray, ts_us: Sequence[int], keys: Sequence[str]) -> list[int]:
     """Candidate indices best first; ties broken by recency (newer first), then key."""
-    return sorted(range(len(keys)), key=lambda i: (-float(score[i]), -int(ts_us[i]), keys[i]))
+    s = np.asarray(score, dtype=np.float64).tolist()  # the same floats, without a numpy scalar per comparison key
+    return sorted(range(len(keys)), key=lambda i: (-s[i], -int(ts_us[i]), keys[i]))
 
 
 def mmr(rel: np.ndarray, vecs: np.ndarray, lam: float, top_k: int) -> list[int]:

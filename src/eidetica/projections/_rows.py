@@ -39,9 +39,12 @@ def to_us(t: dt.datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
 def from_us(us: int) -> dt.datetime:
     """A UTC datetime from microseconds since the epoch."""
-    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=int(us))
+    return _EPOCH + dt.timedelta(microseconds=int(us))
 
 
 def sql_str(value: str) -> str:

@@ -16,10 +16,12 @@ exactly, with the same rows and distances as LanceDB's exact filtered scan.
   ``clear()`` (a rebuild, a compaction rewrite, a drop). All loaded scopes together hold at
   most ``cache_rows`` rows: the least recently used go first.
 * Loaded scopes are kept in step by the owner's writes: ``upsert`` adds or replaces rows a
-  scope covers (and removes a key rewritten out of it), ``delete`` applies delete predicates;
-  a scope that grows past ``scope_rows`` is dropped and remembered as too large.
-
-Confidence and text are not kept: a vector query needs neither.
+  scope covers (and removes a key rewritten out of it), ``delete`` applies delete predicates,
+  ``set_confidence`` confidence changes; a scope that grows past ``scope_rows`` is dropped and
+  remembered as too large.
+* Each row is also kept packed (``Row.pack``, what Tantivy stores): a search materialises its
+  vector-side candidates from memory (``fetch``) instead of asking Tantivy for them by key,
+  which cost about 0.7 ms per search at 10,000 rows.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Scope(VectorSlots):
                                      **{name: np.int32 for name in _FIELDS}})
         self.key = key
         self.codes: dict[str, int] = {}  # string -> code (>= 1; 0 is a freed row's)
+        self.packed: list[bytes | None] = []  # by row: the row without its vector (None: a freed row)
 
     def covers(self, f: Filters) -> bool:
         """Whether every row the filters admit lies in this scope."""
@@ -75,6 +78,11 @@ class Scope(VectorSlots):
         """Insert or replace a row by key."""
         v = np.asarray(vector, np.float32)
         i = self.put(row.key, v / (float(np.linalg.norm(v)) or 1.0))  # unit rows: a dot product is the cosine
+        packed = row.pack()
+        if i == len(self.packed):
+            self.packed.append(packed)
+        else:
+            self.packed[i] = packed
         x = self.extra
         x["live"][i] = True
         x["ts"][i] = row.ts
@@ -86,19 +94,43 @@ class Scope(VectorSlots):
         """Drop a row by key (no-op when absent)."""
         self.drop(key)
 
+    def drop(self, key: str) -> int | None:
+        """Free the row of ``key`` and its packed copy; its row, or None."""
+        i = super().drop(key)
+        if i is not None:
+            self.packed[i] = None
+        return i
+
+    def row(self, key: str) -> Row | None:
+        """The stored row of a key (without its vector; a fresh object per call), or None."""
+        i = self.slot.get(key)
+        packed = self.packed[i] if i is not None else None
+        return None if packed is None else Row.unpack(packed)
+
     def _eq(self, name: str, value: str, n: int) -> np.ndarray:
         c = self.codes.get(value)
         return np.zeros(n, bool) if c is None else self.extra[name][:n] == c
 
-    def delete(self, p: Pred) -> None:
-        """Remove the rows a delete predicate covers."""
+    def _covered(self, p: Pred) -> list[int]:
+        """The live rows a predicate covers."""
         n = self.used
         field = {"source_id": "source", "session_id": "session", "user_id": "user"}[p.field]
         hit = self._eq(field, p.value, n) & (self.extra["etime"][:n] <= p.time) & self.extra["live"][:n]
         if p.kinds is not None:
             hit &= self._any(p.kinds, n)
-        for i in np.flatnonzero(hit).tolist():
+        return np.flatnonzero(hit).tolist()
+
+    def delete(self, p: Pred) -> None:
+        """Remove the rows a delete predicate covers."""
+        for i in self._covered(p):
             self.drop(self.keys[i])  # type: ignore[arg-type]
+
+    def set_confidence(self, p: Pred, confidence: float) -> None:
+        """Set ``confidence`` on the rows a predicate covers (as the table's update does)."""
+        for i in self._covered(p):
+            r = Row.unpack(self.packed[i])  # type: ignore[arg-type]
+            r.confidence = confidence
+            self.packed[i] = r.pack()
 
     def _any(self, kinds: Sequence[str], n: int) -> np.ndarray:
         codes = [self.codes[k] for k in kinds if k in self.codes]
@@ -114,26 +146,38 @@ class Scope(VectorSlots):
         with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
             sims = self.mat[:n] @ q
         x = self.extra
-        ok = x["live"][:n].copy()
+        masks: list[np.ndarray] = []  # none: every row handed out is live and admitted (a scope queried as a whole)
+        if self.free:
+            masks.append(x["live"][:n])
         if f.kinds is not None and self.key[2] != tuple(sorted(set(f.kinds))):
-            ok &= self._any(f.kinds, n)
+            masks.append(self._any(f.kinds, n))
         if f.user_id is not None and self.key[1] is None:
-            ok &= self._eq("user", f.user_id, n)
+            masks.append(self._eq("user", f.user_id, n))
         if f.session_id is not None:
-            ok &= self._eq("session", f.session_id, n)
+            masks.append(self._eq("session", f.session_id, n))
         if f.exclude_session is not None:
-            ok &= ~self._eq("session", f.exclude_session, n)
+            masks.append(~self._eq("session", f.exclude_session, n))
         if f.category is not None:
-            ok &= self._eq("category", f.category, n)
+            masks.append(self._eq("category", f.category, n))
         if f.since is not None:
-            ok &= x["ts"][:n] >= f.since
+            masks.append(x["ts"][:n] >= f.since)
         if f.until is not None:
-            ok &= x["ts"][:n] < f.until
-        idx = np.flatnonzero(ok)
-        if len(idx) > limit:
-            idx = idx[np.argpartition(-sims[idx], limit - 1)[:limit]]
+            masks.append(x["ts"][:n] < f.until)
+        if masks:
+            ok = masks[0].copy()
+            for mk in masks[1:]:
+                ok &= mk
+            idx = np.flatnonzero(ok)
+            if len(idx) > limit:
+                idx = idx[np.argpartition(-sims[idx], limit - 1)[:limit]]
+        elif n > limit:
+            idx = np.argpartition(-sims, limit - 1)[:limit]  # the same selection, without a copy of every row
+        else:
+            idx = np.arange(n)
         keys = self.keys
-        return [(keys[i], 1.0 - float(sims[i])) for i in idx.tolist()]  # type: ignore[misc]
+        # float64 of each float32 similarity, as float() gives
+        dist = (1.0 - sims[idx].astype(np.float64)).tolist()
+        return [(keys[i], d) for i, d in zip(idx.tolist(), dist)]  # type: ignore[misc]
 
 
 def scope_key(f: Filters) -> ScopeKey:
@@ -235,6 +279,28 @@ class ExactScans:
                 for p in preds:
                     if p.tenant == s.key[0]:
                         s.delete(p)
+
+    def set_confidence(self, updates: Sequence[tuple[Pred, float]]) -> None:
+        """Apply confidence changes to every loaded scope of their tenant."""
+        with self.lock:
+            for s in self.scopes.values():
+                for p, confidence in updates:
+                    if p.tenant == s.key[0]:
+                        s.set_confidence(p, confidence)
+
+    def fetch(self, tenant: str, keys: Sequence[str]) -> dict[str, Row]:
+        """Rows (without vectors) of the keys found in the tenant's loaded scopes."""
+        out: dict[str, Row] = {}
+        with self.lock:
+            for s in self.scopes.values():
+                if s.key[0] != tenant:
+                    continue
+                for k in keys:
+                    if k not in out:
+                        r = s.row(k)
+                        if r is not None:
+                            out[k] = r
+        return out
 
     def vectors(self, tenant: str, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """Unit vectors of the keys found in the tenant's loaded scopes."""
