@@ -32,7 +32,6 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from .._blas import single_threaded_blas
 from ._rows import Filters, Pred, Row
 from ._vectors import VectorSlots
 
@@ -51,8 +50,9 @@ class Scope(VectorSlots):
     """The rows of one scope: unit vectors, plus per-row codes of the filter fields, ts and etime."""
 
     def __init__(self, key: ScopeKey, dim: int) -> None:
+        # rank: a quarter of the dimension (96 of 384) bounds well enough for top-k (VectorSlots.top)
         super().__init__(dim, extra={"live": bool, "ts": np.int64, "etime": np.int64,
-                                     **{name: np.int32 for name in _FIELDS}})
+                                     **{name: np.int32 for name in _FIELDS}}, rank=max(8, dim // 4))
         self.key = key
         self.codes: dict[str, int] = {}  # string -> code (>= 1; 0 is a freed row's)
         self.packed: list[bytes | None] = []  # by row: the row without its vector (None: a freed row)
@@ -143,8 +143,6 @@ class Scope(VectorSlots):
             return []
         q = np.asarray(vector, np.float32)
         q = q / (float(np.linalg.norm(q)) or 1.0)
-        with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
-            sims = self.mat[:n] @ q
         x = self.extra
         masks: list[np.ndarray] = []  # none: every row handed out is live and admitted (a scope queried as a whole)
         if self.free:
@@ -163,20 +161,15 @@ class Scope(VectorSlots):
             masks.append(x["ts"][:n] >= f.since)
         if f.until is not None:
             masks.append(x["ts"][:n] < f.until)
+        ok = None
         if masks:
             ok = masks[0].copy()
             for mk in masks[1:]:
                 ok &= mk
-            idx = np.flatnonzero(ok)
-            if len(idx) > limit:
-                idx = idx[np.argpartition(-sims[idx], limit - 1)[:limit]]
-        elif n > limit:
-            idx = np.argpartition(-sims, limit - 1)[:limit]  # the same selection, without a copy of every row
-        else:
-            idx = np.arange(n)
+        idx, sims = self.top(q, limit, ok)
         keys = self.keys
         # float64 of each float32 similarity, as float() gives
-        dist = (1.0 - sims[idx].astype(np.float64)).tolist()
+        dist = (1.0 - sims.astype(np.float64)).tolist()
         return [(keys[i], d) for i, d in zip(idx.tolist(), dist)]  # type: ignore[misc]
 
 

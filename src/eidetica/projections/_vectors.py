@@ -128,6 +128,44 @@ class VectorSlots:
         self._resid[:n] = np.sqrt(np.maximum(sq, 0.0))
         self._fitted_rows = n
 
+    def _bound(self, q: np.ndarray, n: int) -> np.ndarray:
+        """An upper bound of every row's dot product with ``q`` (refitting the basis when the rows doubled)."""
+        if self._basis is None or n >= 2 * self._fitted_rows:
+            self._fit()
+        ql = self._basis @ q  # type: ignore[operator]
+        qr = np.sqrt(max(0.0, float(q @ q) - float(ql @ ql)))
+        bound = self._low[:n] @ ql
+        bound += qr * self._resid[:n]
+        return bound
+
+    def top(self, vector: np.ndarray, limit: int, admit: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The rows with the ``limit`` highest dot products with ``vector`` (of those ``admit`` allows), and the products.
+
+        Exact, in no particular order. With the bound kept: the ``limit`` rows of highest
+        bound are scored, the lowest of those scores is a bar every true answer clears, and
+        only rows whose bound reaches the bar are scored too.
+        """
+        n = self.used
+        q = np.asarray(vector, np.float32)
+        idx = np.flatnonzero(admit[:n]) if admit is not None else None
+        with single_threaded_blas():  # small products: BLAS threads only add synchronisation
+            if self.rank > 0 and n >= self.bound_from and (n if idx is None else len(idx)) > limit:
+                bound = self._bound(q, n)
+                pool = idx if idx is not None else np.arange(n)
+                first = pool[np.argpartition(-bound[pool], limit - 1)[:limit]]
+                bar = float(np.min(self.mat[first] @ q))
+                rows = pool[bound[pool] >= bar - _SLACK]
+                if 3 * len(rows) < n:  # gathering scattered rows costs more per row than a scan
+                    sims = self.mat[rows] @ q
+                    keep = np.argpartition(-sims, limit - 1)[:limit] if len(rows) > limit else slice(None)
+                    return rows[keep], sims[keep]
+            sims = self.mat[:n] @ q
+        if idx is None:
+            idx = np.argpartition(-sims, limit - 1)[:limit] if n > limit else np.arange(n)
+        elif len(idx) > limit:
+            idx = idx[np.argpartition(-sims[idx], limit - 1)[:limit]]
+        return idx, sims[idx]
+
     def best_above(self, vector: np.ndarray, threshold: float) -> tuple[str | None, float]:
         """The key with the highest dot product to ``vector`` if that product is at least ``threshold``, and the product.
 
@@ -142,13 +180,7 @@ class VectorSlots:
             if self.rank <= 0 or n < self.bound_from:
                 rows, sims = None, self.mat[:n] @ q
             else:
-                if self._basis is None or n >= 2 * self._fitted_rows:
-                    self._fit()
-                ql = self._basis @ q  # type: ignore[operator]
-                qr = np.sqrt(max(0.0, float(q @ q) - float(ql @ ql)))
-                bound = self._low[:n] @ ql
-                bound += qr * self._resid[:n]
-                rows = np.flatnonzero(bound >= threshold - _SLACK)
+                rows = np.flatnonzero(self._bound(q, n) >= threshold - _SLACK)
                 if not len(rows):
                     return None, 0.0
                 sims = self.mat[rows] @ q
