@@ -15,7 +15,6 @@ import statistics
 import tempfile
 import threading
 import time
-import uuid
 
 from eidetica.events import ArrowLog, MessageAppended, NewEvent
 from eidetica.events.types import decode

@@ -13,7 +13,6 @@ import argparse
 import json
 import random
 import shutil
-import statistics
 import tempfile
 import time
 import uuid

@@ -24,7 +24,7 @@ import msgspec
 
 from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
-from .errors import EideticaError, InvalidInput, NotFound
+from .errors import InvalidInput
 from .projections._state import ItemInfo, SessionInfo
 from ._wire import error_from_body
 

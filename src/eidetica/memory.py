@@ -645,7 +645,7 @@ class Memory:
         """Decay and prune facts of every user, and retry pending extractions."""
         self._sync()
         users = {s.user_id for s in self.state.sessions(self.tenant)}
-        users |= {parse_stream(s)[2] for s in self.log.streams() if s.startswith(f"facts:")}  # type: ignore[attr-defined]
+        users |= {parse_stream(s)[2] for s in self.log.streams() if s.startswith("facts:")}  # type: ignore[attr-defined]
         totals = {"decayed": 0, "pruned": 0, "extracted": 0}
         for user in sorted(users):
             cur = self.runtime.curator(self.tenant, user)

@@ -18,7 +18,7 @@ import time
 import uuid
 import zlib
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Literal, Sequence
 
 import numpy as np

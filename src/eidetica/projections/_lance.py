@@ -496,8 +496,6 @@ class LanceChunks:
         overwrite drops the indexes: the scalar ones are recreated here, the vector index
         by the caller's maintenance (it knows the threshold).
         """
-        import warnings
-
         data = self.table.to_arrow()  # live rows of the current version (deletions applied)
         self.table.add(data, mode="overwrite")
         self._has_ann = None

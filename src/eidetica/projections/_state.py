@@ -30,7 +30,6 @@ import threading
 import time as _time
 import uuid
 from array import array
-from pathlib import Path
 from typing import Any, Literal, Sequence
 
 import msgspec
