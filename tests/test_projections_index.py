@@ -179,6 +179,13 @@ def test_min_score_and_modes_fall_back(built) -> None:
     assert [h.id for h in idx.search(**no_text)] == [h.id for h in idx.search(mode="vector", **no_text)]
     no_vec = {k: v for k, v in q.items() if k != "vector"}
     assert [h.id for h in idx.search(**no_vec)] == [h.id for h in idx.search(mode="text", **no_vec)]
+    # a text of stopwords only has no term to search: hybrid is the vector side, with the vector
+    # given or computed on demand
+    vector_side = idx.search(mode="vector", **no_text)
+    assert vector_side
+    for vec in (q["vector"], lambda: q["vector"]):
+        stop = {**q, "text": "the of and", "vector": vec}
+        assert [h.id for h in idx.search(**stop)] == [h.id for h in vector_side]
     assert idx.search(**{**q, "top_k": 0}) == []
     assert idx.search(**q, kinds=[]) == []
     with pytest.raises(InvalidInput):
