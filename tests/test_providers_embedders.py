@@ -310,6 +310,19 @@ def test_survives_pickling_and_fork(local: LocalEmbedder) -> None:
     np.testing.assert_allclose(got, expected, atol=1e-6)
 
 
+def test_batches_split_evenly_over_the_cores() -> None:
+    from eidetica.providers._local import even_batch_size
+
+    assert even_batch_size(100, 2, 32) == 25  # 4 batches of 25, not 32, 32, 32 and 4
+    assert even_batch_size(100, 2, 16) == 13  # 8 batches: 4 per core
+    assert even_batch_size(3, 2, 16) == 2 and even_batch_size(1, 2, 16) == 1 and even_batch_size(0, 2, 16) == 1
+    for n in range(1, 300):
+        for w in (1, 2):
+            size = even_batch_size(n, w, 16)
+            batches = -(-n // size)
+            assert size <= 16 and (batches >= w or size == 1), (n, w)  # never above the cap, every core gets a batch
+
+
 def test_a_lone_text_runs_on_every_core_and_matches(local: LocalEmbedder) -> None:
     from eidetica.providers._local import _workers
 

@@ -133,14 +133,12 @@ class MiniLM:
         """Mean-pooled, unnormalised sentence vectors for right-padded ``ids`` [B, T] and their 0/1 ``mask``."""
         return self.session(threads).run(["pooled"], {"input_ids": ids, "attention_mask": mask})[0]
 
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
         """Embed texts: tokenise, sort by length, run padded batches (in parallel), normalise."""
         all_ids = self.tokenize(texts)
         out = np.empty((len(texts), self.hidden), dtype=np.float32)
         workers = _workers()
-        # Fewer texts than batch_size x workers: smaller batches so every core gets one.
-        batch_size = max(1, min(batch_size, -(-len(texts) // workers)))
-        batches = _plan_batches([len(ids) for ids in all_ids], batch_size)
+        batches = _plan_batches([len(ids) for ids in all_ids], even_batch_size(len(texts), workers, batch_size))
 
         def run(idx: list[int], threads: int = 1) -> None:
             lengths = np.array([len(all_ids[i]) for i in idx], dtype=np.int64)
@@ -184,6 +182,16 @@ def _drop_threaded_sessions() -> None:
 
 
 os.register_at_fork(before=_drop_threaded_sessions)
+
+
+def even_batch_size(texts: int, workers: int, batch_size: int) -> int:
+    """At most ``batch_size``, and as many equal batches as the workers or a multiple of them.
+
+    100 texts in batches of 32, 32, 32 and 4 left one of 2 cores idle for a third of the
+    call; fewer texts than ``workers x batch_size`` make smaller batches so every core gets one.
+    """
+    rounds = max(1, -(-texts // (workers * batch_size)))
+    return max(1, -(-texts // (workers * rounds)))
 
 
 def _plan_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
@@ -260,7 +268,7 @@ class LocalEmbedder(CachedEmbedder):
         model_path: str | Path | None = None,
         *,
         model_id: str | None = None,
-        batch_size: int = 32,
+        batch_size: int = 16,  # short texts cost least per text in batches of 8-16 (4.0-4.2 CPU ms; 4.2+ at 32)
         cache_size: int = 10_000,
     ) -> None:
         super().__init__(cache_size)
@@ -305,7 +313,7 @@ class SentenceTransformerEmbedder(CachedEmbedder):
         model_name_or_path: str | Path | None = None,
         *,
         model_id: str | None = None,
-        batch_size: int = 32,
+        batch_size: int = 16,  # short texts cost least per text in batches of 8-16 (4.0-4.2 CPU ms; 4.2+ at 32)
         device: str = "cpu",
         cache_size: int = 10_000,
     ) -> None:
