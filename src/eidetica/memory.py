@@ -487,25 +487,9 @@ class Memory:
         self._sync()
         return self.views.participant_names(self.tenant, user)
 
-    def _search(
-        self,
-        query: str,
-        *,
-        top_k: int,
-        user: str | None,
-        kinds: Sequence[str],
-        category: str | None = None,
-        exclude_session: str | None = None,
-        session_id: str | None = None,
-        min_score: float | None = None,
-        mode: str = "hybrid",
-        names: bool = False,
-        min_offset: int | Mapping[int, int] | None = None,
-        **options: Any,
-    ) -> list[Hit]:
-        return [_hit(h) for h in self._search_hits(
-            query, top_k=top_k, user=user, kinds=kinds, category=category, exclude_session=exclude_session,
-            session_id=session_id, min_score=min_score, mode=mode, names=names, min_offset=min_offset, **options)]
+    def _search(self, query: str, **kw: Any) -> list[Hit]:
+        """``_search_hits`` as the facade's ``Hit`` values."""
+        return [_hit(h) for h in self._search_hits(query, **kw)]
 
     def _search_hits(
         self,
