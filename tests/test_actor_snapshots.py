@@ -59,7 +59,7 @@ def curator_fold(c: FactCurator) -> dict:
     q = np.random.default_rng(0).standard_normal(c.embedder.dim).astype(np.float32)
     return {"facts": facts, "extracted": set(c.extracted), "requests": dict(c.requests), "active": set(c._active),
             "order": dict(c._order), "rows": list(vs.keys), "free": list(vs.free),
-            "mat": vs.mat[: vs.used].tobytes(), "version": c.version, "nearest": vs.nearest(q),
+            "mat": vs.mat[: vs.used].tobytes(), "version": c.version, "nearest": vs.best_above(q, float("-inf")),
             "weakest": [f.fact_id for f in c._weakest(3)], "listed": [f.fact_id for f in c.active()]}
 
 

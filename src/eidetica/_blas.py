@@ -4,7 +4,7 @@ OpenBLAS's own threads synchronise at every call; when other processes compete f
 cores, each sync waits for a descheduled thread, and small products (one user's fact scan,
 the curator's nearest-fact check) ran 5-50x slower than on one thread. ``single_threaded_blas()``
 runs a block with one BLAS thread in the calling thread only, and restores the setting after.
-Imported by actors and projections alike (a leaf module, like ``errors``).
+Imported by the projections' vector matrices (``_vectors``, which the curator also uses); a leaf module, like ``errors``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,6 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from .._blas import single_threaded_blas
 from ..errors import InvalidInput, NotFound, WrongExpectedVersion
 from ..events import (
     ChunksEmbedded,
@@ -102,15 +101,6 @@ class _VectorSet(VectorSlots):
         """Drop a fact's vector."""
         self.drop(fact_id)
 
-    def nearest(self, vector: np.ndarray) -> tuple[str | None, float]:
-        """The fact id with the highest dot product to ``vector`` and that product."""
-        if not self.slot:
-            return None, 0.0
-        with single_threaded_blas():  # a gemv: BLAS threads only add synchronisation
-            sims = self.mat[: self.used] @ vector
-        i = int(np.argmax(sims))
-        return self.keys[i], float(sims[i])
-
 
 class FactCurator:
     """Remembers, reinforces, supersedes, decays and prunes a user's facts."""
@@ -195,7 +185,8 @@ class FactCurator:
             if fs.status == "active":
                 self._active.add(fid)
         self._order = dict(zip(cols["fact_id"], cols["order"]))
-        # the vector set's rows exactly as the replay left them (freed rows, reuse order): nearest() breaks ties by row
+        # the vector set's rows exactly as the replay left them (freed rows, reuse order): best_above() breaks
+        # ties by row; the set is fresh (_reset), so its bound is fitted on first use from these rows
         vs = self._vectors
         vs.keys = list(meta["vector_rows"])
         vs.slot = {k: i for i, k in enumerate(vs.keys) if k is not None}
@@ -203,7 +194,6 @@ class FactCurator:
         vs.mat = np.zeros((max(64, len(vs.keys)), dim), np.float32)
         for k, i in vs.slot.items():
             vs.mat[i] = self.facts[k].vector
-        vs.reset_bound()  # the matrix was set directly: the bound is refitted on first use
         x = t["extracted"]
         self.extracted = set(zip(column(x, "session_id"), column(x, "sequence")))
         r = t["requests"]

@@ -13,7 +13,8 @@ projections (``rank`` columns, not ``dim``) and residual norms are kept in step 
 write, so one small product bounds every row and only the few rows whose bound reaches ``t``
 are scored exactly. Sentence embeddings are far from isotropic: on LoCoMo's turns a rank of 64
 (of 384) leaves 0.2% of the rows above a 0.8 bound, so the check reads about a fifth of the
-bytes a full scan reads.
+bytes a full scan reads. ``top(q, k)`` (the exact scans' top-k) uses the same bound: the lowest
+exact score among the k best-bounded rows is a bar every true answer clears.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ _SLACK = 1e-4
 class VectorSlots:
     """A growable float32 matrix with a row per key, plus per-row arrays (``extra``) grown in step.
 
-    ``rank`` > 0 keeps the low-rank bound ``best_above`` reads once there are ``bound_from``
-    rows (off by default: the index's top-k scans do not use it).
+    ``rank`` > 0 keeps the low-rank bound that ``best_above`` and ``top`` read once there are
+    ``bound_from`` rows (0, the default: every query scans all rows).
     """
 
     def __init__(self, dim: int, extra: dict[str, Any] | None = None, rank: int = 0,
@@ -101,10 +102,6 @@ class VectorSlots:
         out = np.zeros((n, *a.shape[1:]), a.dtype)
         out[: len(a)] = a
         return out
-
-    def reset_bound(self) -> None:
-        """Forget the bound (after ``mat`` was set directly): the next ``best_above`` refits it."""
-        self._basis, self._fitted_rows = None, 0
 
     def _bound_row(self, i: int) -> None:
         v = self.mat[i]
