@@ -342,7 +342,9 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
             self.inner = inner
             self.model_id, self.dim = inner.model_id, inner.dim
             self.max_tokens = getattr(inner, "max_tokens", 256)
-            self.path = Path(cache_dir) / (re.sub(r"[^\w.-]+", "_", inner.model_id) + ".npz")
+            # int8 and float32 products give vectors 1e-3 cosine apart: each keeps its own file
+            kind = "-int8" if getattr(inner, "int8", False) else ""
+            self.path = Path(cache_dir) / (re.sub(r"[^\w.-]+", "_", inner.model_id) + kind + ".npz")
             self.use_disk = True
             self.vectors: dict[bytes, np.ndarray] = {}
             self.dirty = False
