@@ -133,7 +133,7 @@ def main() -> None:
         print(f"torch (sentence-transformers): {tsecs:.2f}s, {torch_rate:.1f} texts/s; ratio {default_rate / torch_rate:.2f}x")
         print(f"max abs diff: {max_diff:.2e}")
 
-    variants = measure_variants(exact_emb, texts) if args.variants else None
+    variants = measure_variants(exact_emb, local, texts) if args.variants else None
     print(f"after: {load_note()}")
     sys.stdout.flush()
     result: dict = {
@@ -148,8 +148,11 @@ def main() -> None:
     print(json.dumps(result))
 
 
-def measure_variants(local, texts: list[str]) -> dict:
-    """CPU ms per call of onnxruntime variants of the model, and their worst cosine vs ``local`` (the float32 path)."""
+def measure_variants(local, default, texts: list[str]) -> dict:
+    """CPU ms per call of onnxruntime variants of the model, and their worst cosine vs ``local`` (the float32 path).
+
+    ``default`` is the default embedder: its own single-thread session is measured as it ships.
+    """
     import tempfile
 
     import onnx
@@ -207,23 +210,13 @@ def measure_variants(local, texts: list[str]) -> dict:
             m[i, : len(t)] = 1
         return {"input_ids": a, "attention_mask": m}
 
-    # the default's graph: int8 blocks (MatMulNBits), its float32 weights handed over as external initializers
-    blocks, blocks_w = build_bert_graph(load_file(str(model.model_dir / "model.safetensors")), model.cfg, int8=True)
-
-    def blocks_session(threads: int):
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
-        opts.add_external_initializers(list(blocks_w), [ort.OrtValue.ortvalue_from_numpy(a) for a in blocks_w.values()])
-        return ort.InferenceSession(blocks, opts, providers=["CPUExecutionProvider"])
-
     ref = {k: local.embed(v) for k, v in sets.items()}
     out: dict = {}
     for name, path, threads in [("ort_fp32_1t", plain, 1), ("ort_fp32_2t", plain, 2), ("ort_fused_fp32_1t", fused_path, 1),
                                 ("ort_int8_all_1t", int8_all, 1), ("ort_int8_weights_1t", int8_w, 1),
                                 ("ort_int8_blocks_1t (default)", None, 1)]:
-        sess = session(path, threads) if path is not None else blocks_session(threads)
+        # None: the default's own session (int8 blocks, MatMulNBits), built as the embedder builds it
+        sess = session(path, threads) if path is not None else default._model.session(threads)
         row: dict = {}
         worst = 1.0
         for key, batch in sets.items():

@@ -30,8 +30,8 @@ import numpy as np
 __all__ = ["build_bert_graph"]
 
 OPSET = 17
-# MatMulNBits block along the input dimension: 16 keeps a text's vector within 4e-4 cosine of
-# float32 on the bench corpus (32: 6e-4), and is the faster of the two on this machine.
+# MatMulNBits block along the input dimension: with every product in int8, blocks of 16 kept 300
+# bench texts at worst 0.99966 cosine of float32 against 0.99941 with 32, and ran faster too.
 INT8_BLOCK = 16
 
 
