@@ -198,7 +198,7 @@ def test_forward_matches_an_independent_float64_reference(local: LocalEmbedder) 
 def test_int8_stays_within_1e3_cosine_of_float32_even_for_a_word() -> None:
     # The shortest texts have the largest error (few tokens to average): quantising the query,
     # key and value projections too put "Thanks!" at 0.9985.
-    texts = ["Thanks!", "Yes", "No", "amazing", "ok", "Likely no", "https://i.redd.it/b1sgp694awda1.jpg",
+    texts = ["Thanks!", "Yes", "No", "amazing", "ok", "Likely no", "https://example.com/photos/b1sgp694.jpg",
              "I live in Paris.", "My colleague Sam and I talk about houseplants on Tuesdays.", "word " * 300]
     exact = LocalEmbedder(cache_size=0, int8=False).embed(texts)
     fast = LocalEmbedder(cache_size=0).embed(texts)
