@@ -411,7 +411,7 @@ class Memory:
                if h.kind == "fact" or ((h.metadata or {}).get("role", "user") == "user" and h.text not in seen)]
         # facts that answer (distilled, deduplicated) lead; then the rest by score (as the hit rounds it).
         # Only the hits returned are made into Hits: 4 x top_k were asked for.
-        out.sort(key=lambda h: not (h.kind == "fact" and round(float(h.score), 4) >= FACT_MIN_SCORE))
+        out.sort(key=lambda h: not (h.kind == "fact" and _shown(h.score) >= FACT_MIN_SCORE))
         return [_hit(h) for h in out[:top_k]]
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
@@ -425,7 +425,7 @@ class Memory:
             facts = [f for f in facts if f.category == want]
         facts = sorted(facts, key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id))[:limit]
         return [
-            Hit(id=f.fact_id, kind="fact", text=f.content, score=round(f.confidence, 4), time=f.created,
+            Hit(id=f.fact_id, kind="fact", text=f.content, score=_shown(f.confidence), time=f.created,
                 category=f.category, user_id=user, confidence=f.confidence, source_id=f.fact_id,
                 metadata={"sources": f.sources})
             for f in facts
@@ -944,10 +944,14 @@ def _check_k(field: str, value: Any) -> None:
         raise InvalidInput(field, "must be an int in [1, 10000]", value)
 
 
+def _shown(score: float) -> float:
+    """A score as a ``Hit`` shows it (4 decimals): ``recall``'s ordering decides on the same figure."""
+    return round(float(score), 4)
+
+
 def _hit(h: SearchHit) -> Hit:
     return Hit(
-        id=h.id, kind=h.kind, text=h.text, score=round(float(h.score), 4), time=h.time, category=h.category,
+        id=h.id, kind=h.kind, text=h.text, score=_shown(h.score), time=h.time, category=h.category,
         session_id=h.session_id, user_id=h.user_id, confidence=h.confidence, source_id=h.source_id,
-        metadata=dict(h.metadata or {}), vector_score=round(float(h.vector_score), 4),
-        text_score=round(float(h.text_score), 4),
+        metadata=dict(h.metadata or {}), vector_score=_shown(h.vector_score), text_score=_shown(h.text_score),
     )
