@@ -1,10 +1,12 @@
 """A server process for tests: `eidetica serve`'s code path with a small embedder and a clock a test sets.
 
-argv: store, port, clock file ('' for the wall clock). The clock file holds an ISO time
-the test writes (tests move time forward to test decay, schedules and recency).
+argv: store, port, clock file ('' for the wall clock)[, open() options as JSON, e.g. a Ray runtime].
+The clock file holds an ISO time the test writes (tests move time forward to test decay,
+schedules and recency).
 """
 
 import datetime as dt
+import json
 import sys
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from eidetica._server import serve
 from eidetica.providers import HashEmbedder
 
 store, port, clock_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+options = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
 
 
 def clock() -> dt.datetime:
@@ -24,5 +27,5 @@ def clock() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
-with eidetica.open(store, embedder=HashEmbedder(dim=64), clock=clock if clock_file else None) as m:
+with eidetica.open(store, embedder=HashEmbedder(dim=64), clock=clock if clock_file else None, **options) as m:
     serve(m, host="127.0.0.1", port=port)

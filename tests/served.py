@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -26,8 +27,9 @@ class Served:
     """One server process over a store directory."""
 
     def __init__(self, store: Path, *, clock_file: Path | None = None, port: int | None = None,
-                 cli: bool = False, host: str = "127.0.0.1") -> None:
+                 cli: bool = False, host: str = "127.0.0.1", options: dict | None = None) -> None:
         self.store = Path(store)
+        self.options = options  # eidetica.open()'s options in the server (e.g. runtime="ray", address=...)
         self.clock_file = clock_file
         self.port = port or free_port()
         self.host = host
@@ -44,6 +46,8 @@ class Served:
                    "--host", self.host, "--port", str(self.port)]
         else:
             cmd = [sys.executable, str(CHILD), str(self.store), str(self.port), str(self.clock_file or "")]
+            if self.options:
+                cmd.append(json.dumps(self.options))
         self._out = self.log.open("ab")
         self.proc = subprocess.Popen(cmd, stdout=self._out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         deadline = time.monotonic() + timeout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import sys
 import threading
@@ -784,3 +785,72 @@ def test_bad_arguments_are_clear(mem, tmp_path) -> None:
     assert ei.value.field == "strategy"
     with pytest.raises(InvalidInput):
         eidetica.open(tmp_path / "other", runtime="cloud")
+
+
+# -- the read floor (issue #20): ``written`` and ``min_offset`` on every way to reach a store ---------------------
+def test_written_grows_with_each_write_and_min_offset_reads_it(mem) -> None:
+    s = mem.session("floor", user="u")
+    first = s.append("assistant", "The kayak trip starts at the north pier")
+    assert first >= 0 and mem.written == {0: first}  # the offset the write reached (over HTTP: the server's answer)
+    mem.remember("My kayak is green", user="u")
+    after_fact = mem.written
+    assert after_fact[0] > first
+    second = s.append("assistant", "We packed the dry bags on Friday")
+    assert second > after_fact[0] and mem.written == {0: second}
+    hits = mem.search("dry bags", user="u", min_offset=mem.written, min_score=0.0)
+    assert [h.text for h in hits][:1] == ["We packed the dry bags on Friday"]
+    hits = mem.search("north pier", user="u", min_offset=first, min_score=0.0)  # an offset a write returned
+    assert [h.text for h in hits][:1] == ["The kayak trip starts at the north pier"]
+    assert [h.text for h in mem.recall("kayak colour", user="u", min_offset=mem.written)][:1] == ["My kayak is green"]
+    assert mem.recall("kayak", user="u", category="general", min_offset=after_fact)
+    assert mem.recall("kayak", user="u", min_offset=-1)  # -1: a buffered append wrote nothing yet
+    assert mem.written == {0: second}  # reads write nothing
+
+
+def test_a_bad_min_offset_is_refused_naming_the_field_and_changes_nothing(mem) -> None:
+    mem.session("c", user="u").append("assistant", "I went hiking on Sunday")
+    before, events = mem.written, log_head(mem)
+    for bad in ("latest", 1.5, True, {99: 3}, {-1: 3}, {0: "3"}, {0: True}, {0: 2.0}, {"0": 3}, {True: 3}, [0, 3]):
+        for read in (mem.search, mem.recall):
+            with pytest.raises(InvalidInput) as e:
+                read("hiking", user="u", min_offset=bad)
+            assert e.value.field == "min_offset", bad
+    assert mem.written == before and log_head(mem) == events
+
+
+@pytest.mark.slow
+def test_two_clients_of_one_server_read_each_others_writes_through_min_offset(served) -> None:
+    import uuid
+
+    from eidetica._server import KeyStore
+
+    _, key = KeyStore(served.store).create(f"t-{uuid.uuid4().hex[:12]}")
+    with eidetica.connect(served.url, api_key=key) as a, eidetica.connect(served.url, api_key=key) as b:
+        offset = a.session("trip", user="u").append("assistant", "The ferry leaves at dawn")
+        assert a.written == {0: offset} and b.written == {}  # b wrote nothing
+        hits = b.search("ferry", user="u", min_offset=a.written, min_score=0.0)
+        assert [h.text for h in hits][:1] == ["The ferry leaves at dawn"]
+        # any HTTP client: a write's answer names its offsets; JSON's {"partition": offset} is accepted
+        import httpx
+
+        auth = {"Authorization": f"Bearer {key}"}
+        r = httpx.post(served.url + "/v1/users/u/notes", json={"text": "bring a rain jacket"}, headers=auth)
+        assert r.status_code == 201 and json.loads(r.headers["eidetica-written"])["0"] > offset
+        r = httpx.post(served.url + "/v1/search", headers=auth,
+                       json={"query": "ferry", "user": "u", "min_score": 0.0, "min_offset": {"0": offset}})
+        assert r.status_code == 200 and [h["text"] for h in r.json()][:1] == ["The ferry leaves at dawn"]
+        fact = a.remember("My bike is red", user="u")
+        assert a.written[0] > offset
+        assert [h.id for h in b.recall("bike", user="u", min_offset=a.written)][:1] == [fact]
+        # one client, many threads: written is the highest offset any of its writes reached
+        offsets: list[int] = []
+
+        def write(i: int) -> None:
+            offsets.append(a.session(f"t{i}", user="u").append("assistant", f"thread {i} was here"))
+
+        threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(offsets) == 8 and a.written == {0: max(offsets)} and b.written == {}

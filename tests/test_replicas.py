@@ -342,3 +342,40 @@ def test_a_handle_reads_what_was_committed_before_it_opened(ray_session, tmp_pat
     finally:
         first.close()
         shutdown_store(path)
+
+
+def test_a_client_reads_through_a_server_whose_handle_did_not_write(ray_session, tmp_path) -> None:
+    """``eidetica serve --runtime ray``: a client's ``min_offset`` reaches the server's replica, and its
+    ``written`` (from the server's answers) is another handle's ``min_offset``; ``ReplicaBehind`` crosses HTTP."""
+    from tests.served import Served
+
+    cluster, _ = ray_session
+    path = tmp_path / "served"
+    # one replica that never follows the log on its own: only a read's floor makes it catch up
+    here = open_store(path, views_replicas=1, replica_follow=0.0)
+    server = Served(path, options={"runtime": "ray", "address": cluster.address, "views_replicas": 1,
+                                   "replica_follow": 0.0, "replica_timeout": 2.0}).start()
+    try:
+        with eidetica.connect(server.url) as client:
+            here.session("c", user="u").append("assistant", "The ferry leaves at dawn")
+            mine = here.written
+            # the server's handle wrote nothing: without the offset its replica stays where it was
+            assert "The ferry leaves at dawn" not in [h.text for h in client.search("ferry", user="u", min_score=0.0)]
+            hits = client.search("ferry", user="u", min_score=0.0, min_offset=mine)
+            assert [h.text for h in hits][:1] == ["The ferry leaves at dawn"]
+            fact = client.remember("My kayak is green", user="u")
+            theirs = client.written
+            assert theirs and theirs[0] > mine[0]  # the server's answer named the offsets the write reached
+            assert fact not in [h.id for h in here.recall("kayak green", user="u")]  # not without the offset
+            assert [h.id for h in here.recall("kayak green", user="u", min_offset=theirs)][:1] == [fact]
+            far = {0: theirs[0] + 1_000_000}  # an offset no replica reaches in time: an error, never a stale answer
+            with pytest.raises(eidetica.ReplicaBehind) as e:
+                client.recall("kayak", user="u", min_offset=far)
+            assert e.value.wanted == far and e.value.timeout == 2.0
+            with pytest.raises(eidetica.InvalidInput) as bad:
+                client.search("ferry", user="u", min_offset={0: "latest"})
+            assert bad.value.field == "min_offset"
+    finally:
+        server.stop()
+        here.close()
+        shutdown_store(path)

@@ -28,6 +28,25 @@ ENV = dict(os.environ, EIDETICA_MODEL="hash-64")
 
 
 # -- keys (no server needed) -----------------------------------------------------------------
+def test_errors_cross_the_http_body_with_their_fields() -> None:
+    """The client raises the server's error again, fields in their types (JSON makes a dict's int keys strings)."""
+    from eidetica import errors
+    from eidetica._wire import error_body, error_from_body, status_of
+
+    cases = [
+        errors.InvalidInput("min_offset", "must be an offset (int) or {partition: offset}", {"0": "x"}),
+        errors.WrongExpectedVersion("s", 1, 3),
+        errors.CorruptLog("/x/seg", 10, "bad", offset=4),
+        errors.NotFound("fact", "f1"),
+        errors.StorageError(28, "No space left on device", "/x/log"),
+        errors.ReplicaBehind("views:1", {0: 9, 2: 4}, {0: 3}, 0.5),
+    ]
+    for e in cases:
+        back = error_from_body(status_of(e), json.loads(json.dumps(error_body(e))))
+        assert type(back) is type(e) and vars(back) == vars(e) and str(back) == str(e)
+    assert status_of(cases[-1]) == 503
+
+
 def test_keys_are_stored_only_as_salted_hashes_in_a_private_file(tmp_path) -> None:
     ks = KeyStore(tmp_path)
     kid, key = ks.create("acme", "ci")

@@ -6,6 +6,10 @@ reuses connections. Retries are safe: appends carry caller-chosen event ids and
 ``remember`` a request id, so a request whose answer was lost is replayed without a
 duplicate; a retried delete that finds nothing counts as done; other writes are retried
 only when the connection was never made.
+
+Read floor: every write's answer names the log offsets it reached (``_wire.WRITTEN_HEADER``);
+``written`` gathers them, to pass as another handle's ``min_offset`` (another server of the same
+Ray fleet, or an embedded / Ray handle) and so read this client's writes there.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
 from .errors import InvalidInput
 from .projections._state import ItemInfo, SessionInfo
-from ._wire import error_from_body
+from ._wire import WRITTEN_HEADER, error_from_body
 
 __all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules", "RemoteItems"]
 
@@ -38,6 +42,7 @@ _SCHEDULES = msgspec.json.Decoder(list[ScheduleInfo])
 _ITEM = msgspec.json.Decoder(Optional[ItemInfo])
 _FOUND = msgspec.json.Decoder(list[tuple[ItemInfo, Optional[float]]])
 _POPPED = msgspec.json.Decoder(Optional[Message])
+_WRITTEN = msgspec.json.Decoder(dict[int, int])
 
 
 def _q(segment: str) -> str:
@@ -53,6 +58,19 @@ def _seconds(field: str, value: Any) -> float | None:
     if not isinstance(value, dt.timedelta) or value <= dt.timedelta(0):
         raise InvalidInput(field, "must be a positive datetime.timedelta", value)
     return value.total_seconds()
+
+
+def _floor(min_offset: Any) -> Any:
+    """``min_offset`` for the wire: partitions must be ints (JSON makes them strings; the server reads them back).
+
+    Offsets and partition ranges are the server's to check, exactly as ``Memory`` checks them.
+    """
+    if isinstance(min_offset, Mapping):
+        for p in min_offset:
+            if isinstance(p, bool) or not isinstance(p, int):
+                raise InvalidInput("min_offset", f"partition {p!r} is not an int", dict(min_offset))
+        return {str(p): o for p, o in min_offset.items()}
+    return min_offset
 
 
 def connect(url: str, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 3) -> "RemoteMemory":
@@ -85,6 +103,8 @@ class RemoteMemory:
         self.schedules = RemoteSchedules(self)
         self.items = RemoteItems(self)
         self._closed = False
+        self._written: dict[int, int] = {}
+        self._written_lock = threading.Lock()
         info = self._call("GET", "/v1/stats")
         self.tenant: str = info["tenant"]
 
@@ -129,16 +149,38 @@ class RemoteMemory:
             if r.status_code >= 400:
                 if r.status_code == 404 and retry == "delete" and attempt > 0:
                     return r  # the lost first attempt did it
-                if r.status_code in (502, 503) and attempt < self.retries and retry != "connect":
-                    attempt += 1
-                    time.sleep(min(2.0, 0.1 * 2**attempt))
-                    continue
                 try:
                     body = msgspec.json.decode(r.content)
                 except (msgspec.DecodeError, ValueError):
                     body = None
+                # ReplicaBehind: the server already waited its replica_timeout; the caller decides (as embedded)
+                behind = isinstance(body, dict) and body.get("error") == "ReplicaBehind"
+                if r.status_code in (502, 503) and attempt < self.retries and retry != "connect" and not behind:
+                    attempt += 1
+                    time.sleep(min(2.0, 0.1 * 2**attempt))
+                    continue
                 raise error_from_body(r.status_code, body)
+            reached = r.headers.get(WRITTEN_HEADER)
+            if reached:
+                self._note(reached)
             return r
+
+    def _note(self, header: str) -> None:
+        """Raise ``written`` to the offsets a write's answer reports (max per partition; threads share the handle)."""
+        try:
+            offsets = _WRITTEN.decode(header)
+        except msgspec.DecodeError:
+            return  # not ours to fail a write that succeeded over a header we cannot read
+        with self._written_lock:
+            for p, o in offsets.items():
+                if o > self._written.get(p, -1):
+                    self._written[p] = o
+
+    @property
+    def written(self) -> dict[int, int]:
+        """The last log offset per partition this client's writes reached: pass it as another handle's ``min_offset``."""
+        with self._written_lock:
+            return dict(self._written)
 
     def _call(self, method: str, path: str, **kw: Any) -> Any:
         return msgspec.json.decode(self._send(method, path, **kw).content)
@@ -190,11 +232,11 @@ class RemoteMemory:
 
     def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None, mmr: float | None = None,
                recency_half_life: dt.timedelta | None = None, now: dt.datetime | None = None,
-               confidence_weight: float = 0.0) -> list[Hit]:
-        """The user's facts most relevant to ``query``."""
+               confidence_weight: float = 0.0, min_offset: int | Mapping[int, int] | None = None) -> list[Hit]:
+        """The user's facts most relevant to ``query`` (``min_offset``: read at least up to another handle's ``written``)."""
         body = {"query": query, "top_k": top_k, "category": category, "mmr": mmr, "now": now,
                 "recency_half_life": _seconds("recency_half_life", recency_half_life),
-                "confidence_weight": confidence_weight}
+                "confidence_weight": confidence_weight, "min_offset": _floor(min_offset)}
         return _HITS.decode(self._send("POST", f"/v1/users/{_q(user)}/memories/recall", json=body).content)
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
@@ -230,8 +272,10 @@ class RemoteMemory:
         return frozenset(self._call("GET", f"/v1/users/{_q(user)}/participants"))
 
     def search(self, query: str, *, user: str, recency_half_life: dt.timedelta | None = None, **options: Any) -> list[Hit]:
-        """Search a user's conversations across sessions (the options of ``Memory.search``)."""
+        """Search a user's conversations across sessions (the options of ``Memory.search``, ``min_offset`` included)."""
         body = dict(options, query=query, user=user)
+        if "min_offset" in body:
+            body["min_offset"] = _floor(body["min_offset"])
         if recency_half_life is not None:
             body["recency_half_life"] = _seconds("recency_half_life", recency_half_life)
         if isinstance(body.get("kinds"), tuple):

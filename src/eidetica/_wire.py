@@ -3,17 +3,26 @@
 An error travels as ``{"error": <class name>, "field": ..., "message": ..., "args": [...]}``;
 ``args`` are the constructor's arguments, so the client raises the same class with the
 same fields (as pickling does across Ray).
+
+A write's answer carries the header ``Eidetica-Written``: ``{"partition": last offset}`` the
+serving handle's writes had reached right after the write (committed offsets only), which the
+client folds into its ``written``: another handle's ``min_offset`` (read-your-writes across servers).
 """
 
 from __future__ import annotations
 
+import inspect
+import typing
 from typing import Any
 
 import msgspec
 
 from . import errors
 
-__all__ = ["STATUS", "error_body", "error_from_body", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES"]
+__all__ = ["STATUS", "error_body", "error_from_body", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES", "WRITTEN_HEADER",
+           "floor_from_json"]
+
+WRITTEN_HEADER = "eidetica-written"  # on a write's answer: the offsets it reached, {"partition": offset}
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a request body above this gets 413 (InvalidInput "body")
 MAX_IMPORT_BYTES = 512 * 1024 * 1024  # POST /v1/import carries a whole export
@@ -63,6 +72,34 @@ def error_body(e: BaseException) -> dict[str, Any]:
     }
 
 
+def floor_from_json(value: Any) -> Any:
+    """A ``min_offset`` as JSON carries it: an object's keys are strings, so ``{"0": 5}`` is ``{0: 5}``.
+
+    Anything else passes unchanged, for the facade to accept or refuse exactly as embedded.
+    """
+    if not isinstance(value, dict):
+        return value
+    out = {(int(k) if isinstance(k, str) and k.lstrip("-").isdigit() else k): v for k, v in value.items()}
+    return out if len(out) == len(value) else value  # "0" and "00" both: left for the facade to refuse
+
+
+def _typed(cls: type, args: list[Any]) -> list[Any]:
+    """Arguments back in the constructor's types where JSON changed them (``{"0": 9}`` for a ``dict[int, int]``)."""
+    try:
+        hints = typing.get_type_hints(cls.__init__)  # type: ignore[misc]
+        names = list(inspect.signature(cls).parameters)
+    except Exception:  # noqa: BLE001 - an unresolvable hint: the arguments as they came
+        return args
+    out = []
+    for i, arg in enumerate(args):
+        hint = hints.get(names[i]) if i < len(names) else None
+        try:
+            out.append(arg if hint is None else msgspec.convert(arg, hint, strict=False))
+        except (msgspec.ValidationError, TypeError):
+            out.append(arg)
+    return out
+
+
 def error_from_body(status: int, body: Any) -> errors.EideticaError:
     """The exception an error body describes: the same class with the same fields when known."""
     if not isinstance(body, dict):
@@ -72,6 +109,6 @@ def error_from_body(status: int, body: Any) -> errors.EideticaError:
     if cls is None:
         return errors.EideticaError(message)
     try:
-        return cls(*body.get("args") or []) if cls is not errors.EideticaError else cls(message)
+        return cls(*_typed(cls, list(body.get("args") or []))) if cls is not errors.EideticaError else cls(message)
     except TypeError:
         return errors.EideticaError(message)

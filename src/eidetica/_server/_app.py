@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import EideticaError, InvalidInput, NotFound, Unauthorized
 from ..memory import Memory
-from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, error_body, status_of
+from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
 from ._keys import KeyStore
 
 __all__ = ["create_app", "is_loopback"]
@@ -49,6 +49,17 @@ def is_loopback(host: str) -> bool:
 
 def _json(obj: Any, status: int = 200) -> Response:
     return Response(msgspec.json.encode(obj), status_code=status, media_type="application/json")
+
+
+def _wrote(m: Memory, obj: Any, status: int = 200, written: dict[int, int] | None = None) -> Response:
+    """A write's answer, with the offsets the serving handle's writes reached right after it (``Eidetica-Written``).
+
+    ``m.written`` covers this write (its offsets are noted before the write returns) and holds
+    committed offsets only; a client folds it into its ``written`` (another handle's ``min_offset``).
+    """
+    r = _json(obj, status)
+    r.headers[WRITTEN_HEADER] = msgspec.json.encode(m.written if written is None else written).decode()
+    return r
 
 
 def _err(e: BaseException) -> Response:
@@ -147,6 +158,7 @@ class RecallIn(_Body):
     recency_half_life: Optional[float] = None
     now: Optional[dt.datetime] = None
     confidence_weight: Any = 0.0
+    min_offset: Any = None
 
 
 class SearchIn(_Body):
@@ -169,6 +181,7 @@ class SearchIn(_Body):
     now: Optional[dt.datetime] = None
     confidence_weight: Any = 0.0
     speaker_weight: Any = 0.0
+    min_offset: Any = None
 
 
 class ContextIn(_Body):
@@ -248,6 +261,8 @@ def _set(model: BaseModel) -> dict[str, Any]:
     out = model.model_dump(exclude_unset=True)
     if out.get("recency_half_life") is not None:
         out["recency_half_life"] = dt.timedelta(seconds=out["recency_half_life"])
+    if "min_offset" in out:
+        out["min_offset"] = floor_from_json(out["min_offset"])
     return out
 
 
@@ -353,7 +368,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
             raise InvalidInput("messages", "must be a non-empty list")
         h = m.session(session_id, user=user, strategy=body.strategy)
         items = [msg.model_dump() for msg in body.messages]
-        return _json({"offset": h.extend(items)}, 201)
+        return _wrote(m, {"offset": h.extend(items)}, 201)
 
     async def append_lean(scope: dict[str, Any], receive: Any, send: Any, user: str, session_id: str) -> None:
         """``append_messages`` without FastAPI's per-request machinery (the hot path of every agent).
@@ -384,9 +399,12 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
                 raise InvalidInput("messages", "must be a non-empty list")
             items = [msgspec.structs.asdict(msg) for msg in body.messages]
             m = tenant_view(tenant)
-            offset = await asyncio.get_running_loop().run_in_executor(
-                writers, lambda: m.session(session_id, user=user, strategy=body.strategy).extend(items))
-            response = _json({"offset": offset}, 201)
+            def write() -> tuple[int, dict[int, int]]:
+                offset = m.session(session_id, user=user, strategy=body.strategy).extend(items)
+                return offset, m.written  # taken right after the write, on its thread
+
+            offset, written = await asyncio.get_running_loop().run_in_executor(writers, write)
+            response = _wrote(m, {"offset": offset}, 201, written)
         except EideticaError as e:
             response = _err(e)
         except _TooLarge:
@@ -420,7 +438,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     @app.post(S + "/summarize", tags=["sessions"])
     def summarize(user: str, session_id: str, body: SummarizeIn = Body(SummarizeIn()), m: Memory = M) -> Response:
         """Roll old turns into the summary now."""
-        return _json({"committed": m.session(session_id, user=user).summarize(**_set(body))})
+        return _wrote(m, {"committed": m.session(session_id, user=user).summarize(**_set(body))})
 
     @app.get(S + "/restore", tags=["sessions"])
     def restore(user: str, session_id: str, token_budget: Optional[int] = None, m: Memory = M) -> Response:
@@ -431,7 +449,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     def forget_user_session(user: str, session_id: str, m: Memory = M) -> Response:
         """Forget this session (messages, summaries, their chunks)."""
         m.session(session_id, user=user).forget()
-        return _json({"forgotten": session_id})
+        return _wrote(m, {"forgotten": session_id})
 
     @app.get("/v1/sessions", tags=["sessions"])
     def list_sessions(user: Optional[str] = None, m: Memory = M) -> Response:
@@ -442,7 +460,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     def forget_session(session_id: str, m: Memory = M) -> Response:
         """Forget a session, whoever it belongs to in this tenant."""
         m.forget_session(session_id)
-        return _json({"forgotten": session_id})
+        return _wrote(m, {"forgotten": session_id})
 
     # -- memories ----------------------------------------------------------------------
     U = "/v1/users/{user}"
@@ -450,12 +468,12 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     @app.post(U + "/memories", tags=["memories"], status_code=201)
     def remember(user: str, body: RememberIn, m: Memory = M) -> Response:
         """Store a fact (a restatement reinforces the existing one and returns its id)."""
-        return _json({"id": m.remember(body.content, body.category, user=user, request_id=body.request_id)}, 201)
+        return _wrote(m, {"id": m.remember(body.content, body.category, user=user, request_id=body.request_id)}, 201)
 
     @app.post(U + "/memories/batch", tags=["memories"], status_code=201)
     def remember_many(user: str, body: RememberManyIn, m: Memory = M) -> Response:
         """Store many facts at once (strings, [content, category] pairs or {content, category} objects)."""
-        return _json({"ids": m.remember_many(body.items, user=user, request_id=body.request_id)}, 201)
+        return _wrote(m, {"ids": m.remember_many(body.items, user=user, request_id=body.request_id)}, 201)
 
     @app.get(U + "/memories", tags=["memories"])
     def list_memories(user: str, category: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
@@ -472,18 +490,18 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     def forget(user: str, fact_id: str, m: Memory = M) -> Response:
         """Forget one fact."""
         m.forget(fact_id, user=user)
-        return _json({"forgotten": fact_id})
+        return _wrote(m, {"forgotten": fact_id})
 
     @app.post(U + "/memories/forget-matching", tags=["memories"])
     def forget_matching(user: str, body: ForgetMatchingIn, m: Memory = M) -> Response:
         """Forget every fact of the user close to the query; returns their ids."""
-        return _json(m.forget_matching(body.query, body.threshold, user=user))
+        return _wrote(m, m.forget_matching(body.query, body.threshold, user=user))
 
     @app.delete(U, tags=["memories"])
     def forget_user(user: str, m: Memory = M) -> Response:
         """Forget everything about a user: facts, notes, schedules, sessions."""
         m.forget_user(user)
-        return _json({"forgotten": user})
+        return _wrote(m, {"forgotten": user})
 
     @app.get(U + "/participants", tags=["search"])
     def participants(user: str, m: Memory = M) -> Response:
@@ -494,13 +512,13 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     @app.post(U + "/notes", tags=["notes"], status_code=201)
     def store_note(user: str, body: NoteIn, m: Memory = M) -> Response:
         """Store a note; returns its id."""
-        return _json({"id": m.store_note(body.text, user=user)}, 201)
+        return _wrote(m, {"id": m.store_note(body.text, user=user)}, 201)
 
     @app.delete(U + "/notes/{note_id}", tags=["notes"])
     def delete_note(user: str, note_id: str, m: Memory = M) -> Response:
         """Delete a note."""
         m.delete_note(note_id, user=user)
-        return _json({"deleted": note_id})
+        return _wrote(m, {"deleted": note_id})
 
     # -- search ------------------------------------------------------------------------
     @app.post("/v1/search", tags=["search"])
@@ -525,7 +543,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         """Create a schedule."""
         kw = _set(body)
         args = [kw.pop(k, None) for k in ("name", "cadence", "expression")]
-        return _json(m.schedules.create(*args, user=kw.pop("user", None), **kw), 201)
+        return _wrote(m, m.schedules.create(*args, user=kw.pop("user", None), **kw), 201)
 
     @app.get("/v1/schedules", tags=["schedules"])
     def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
@@ -553,24 +571,24 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     def update_schedule(schedule_id: str, body: ScheduleChangeIn, m: Memory = M) -> Response:
         """Change a schedule; its next run is recomputed."""
         kw = _set(body)
-        return _json(m.schedules.update(schedule_id, user=kw.pop("user", None), **kw))
+        return _wrote(m, m.schedules.update(schedule_id, user=kw.pop("user", None), **kw))
 
     @app.delete("/v1/schedules/{schedule_id}", tags=["schedules"])
     def delete_schedule(schedule_id: str, user: Optional[str] = None, m: Memory = M) -> Response:
         """Delete a schedule."""
         m.schedules.delete(schedule_id, user=user)
-        return _json({"deleted": schedule_id})
+        return _wrote(m, {"deleted": schedule_id})
 
     @app.post("/v1/schedules/{schedule_id}/runs", tags=["schedules"])
     def record_run(schedule_id: str, body: RunIn, m: Memory = M) -> Response:
         """Record that a schedule ran."""
-        return _json(m.schedules.record_run(schedule_id, body.run, body.next_run_at, user=body.user))
+        return _wrote(m, m.schedules.record_run(schedule_id, body.run, body.next_run_at, user=body.user))
 
     # -- maintenance -------------------------------------------------------------------
     @app.post("/v1/sweep", tags=["maintenance"])
     def sweep(body: SweepIn = Body(SweepIn()), m: Memory = M) -> Response:
         """Decay and prune facts, retry pending extractions."""
-        return _json(m.sweep(body.now))
+        return _wrote(m, m.sweep(body.now))
 
     @app.get("/v1/stats", tags=["maintenance"])
     def stats(m: Memory = M) -> Response:
@@ -581,7 +599,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     def clear(body: ClearIn = Body(ClearIn()), m: Memory = M) -> Response:
         """Forget every session and/or every fact and note of this tenant."""
         m.clear(sessions=body.sessions, memories=body.memories)
-        return _json({"cleared": True})
+        return _wrote(m, {"cleared": True})
 
     @app.get("/v1/export", tags=["maintenance"])
     def export(m: Memory = M) -> StreamingResponse:
@@ -612,7 +630,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
                 if e.field != "path":
                     raise
                 raise InvalidInput("body", e.problem) from None  # the temporary file is no concern of the client's
-        return _json({"imported": n})
+        return _wrote(m, {"imported": n})
 
     _item_routes(app, M)
     return app
@@ -666,18 +684,20 @@ def _item_routes(app: FastAPI, M: Any) -> None:
     @app.post("/v1/items", tags=["items"], status_code=201)
     def put_items(body: ItemsPutIn, m: Memory = M) -> Response:
         """Put or delete many items in one call per owning user; returns the last offset."""
-        return _json({"offset": m.items.put(body.ops)}, 201)
+        return _wrote(m, {"offset": m.items.put(body.ops)}, 201)
 
     @app.post("/v1/items/get", tags=["items"])
     def get_item(body: ItemGetIn, m: Memory = M) -> Response:
         """The item at (namespace, key), or null."""
-        return _json(m.items.get(body.namespace, body.key, refresh_ttl=body.refresh_ttl, omit_expired=body.omit_expired))
+        found = m.items.get(body.namespace, body.key, refresh_ttl=body.refresh_ttl, omit_expired=body.omit_expired)
+        return _wrote(m, found) if body.refresh_ttl else _json(found)  # refreshing a TTL writes
 
     @app.post("/v1/items/search", tags=["items"])
     def search_items(body: ItemSearchIn, m: Memory = M) -> Response:
         """``[item, score]`` pairs: hybrid search with a query, else newest update first."""
         kw = _set(body)
-        return _json(m.items.search(kw.pop("prefix", ()), **kw))
+        found = m.items.search(kw.pop("prefix", ()), **kw)
+        return _wrote(m, found) if body.refresh_ttl else _json(found)  # refreshing a TTL writes
 
     @app.get("/v1/items/namespaces", tags=["items"])
     def item_namespaces(m: Memory = M) -> Response:
@@ -695,17 +715,17 @@ def _item_routes(app: FastAPI, M: Any) -> None:
         """Refresh the TTL of these items (those that exist); returns how many were found."""
         found = [it for it in (m.items.get(r.namespace, r.key) for r in body.items) if it is not None]
         m.items.touch(found)
-        return _json({"touched": len(found)})
+        return _wrote(m, {"touched": len(found)})
 
     @app.post("/v1/items/sweep", tags=["items"])
     def sweep_items(body: SweepIn = Body(SweepIn()), m: Memory = M) -> Response:
         """Delete every expired item of the tenant; returns how many."""
-        return _json({"deleted": m.items.sweep(body.now)})
+        return _wrote(m, {"deleted": m.items.sweep(body.now)})
 
     @app.post("/v1/users/{user}/sessions/{session_id}/pop", tags=["sessions"])
     def pop_message(user: str, session_id: str, m: Memory = M) -> Response:
         """Take back the session's last message (``MessageRetracted``); returns it, null when empty."""
-        return _json(m.session(session_id, user=user).pop())
+        return _wrote(m, m.session(session_id, user=user).pop())
 
 
 class Guard:
