@@ -1075,6 +1075,16 @@ class StateProjection(Projection):
                   "schedules": schedules, "tombstones": tombs, "items": items}
         return tables, meta
 
+    def tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+        """The fold as Arrow tables and meta, what a snapshot holds (for a fold kept apart: a schedules actor's)."""
+        with self._lock:
+            return self._tables()
+
+    def restore(self, tables: dict[str, pa.Table], meta: dict[str, Any]) -> None:
+        """Replace the fold by the one ``tables()`` gave."""
+        with self._lock:
+            self._restore(tables, meta)
+
     def _load_snapshot(self) -> None:
         """Start from the newest valid snapshot (if any): the Projector then replays only the tail."""
         assert self._store is not None
