@@ -49,7 +49,7 @@ def fold(a: Any) -> dict:
     if isinstance(a, NotesActor):
         return {"notes": set(a.notes), "version": a.version}
     if isinstance(a, ItemsActor):
-        return {"live": dict(a.live), "version": a.version,
+        return {"live": set(a.live), "ttl": dict(a.ttl), "version": a.version,
                 "unembedded": {k: (j.namespace, j.key, j.texts, j.time) for k, j in a.unembedded.items()}}
     return {"schedules": a.list(), "tombs": dict(a._view._user_tomb), "version": a.version}
 
@@ -88,8 +88,10 @@ def _op(m: eidetica.Memory, rng: random.Random, user: str) -> None:
         m.schedules.record_run(rng.choice(scheds), {"status": rng.choice(["ok", "error"]), "output": text}, user=user)
     elif op < 0.95:
         m.forget_user(user)
-    else:  # the runtime's actors save their folds (as at close); fresh ones start from them
+    elif op < 0.98:  # the runtime's actors save their folds (as at close)
         m.runtime.save_snapshots()
+    else:  # ... and are dropped: the next ones start from their snapshots and go on from there
+        m.runtime.close()
 
 
 @pytest.mark.parametrize("seed", range(5))

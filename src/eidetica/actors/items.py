@@ -34,7 +34,7 @@ from ..errors import InvalidInput, WrongExpectedVersion
 from ..events import ChunksEmbedded, EventLog, ItemDeleted, ItemPut, ItemTouched, NewEvent, UserForgotten, utcnow
 from ..events.streams import items_stream
 from ..providers import Embedder
-from ._snapshots import ActorSnapshot, ActorSnapshots, column, restore_actor, save_actor
+from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, column, restore_actor, save_actor
 from ._text import vectors_to_bytes
 
 __all__ = ["ItemsActor", "WriteBehind", "item_id", "namespace_key"]
@@ -173,8 +173,9 @@ class ItemsActor:
                 self._queue(list(self.unembedded.values()))
 
     def _reset(self) -> None:
-        # item id -> (ttl minutes, expires_at): what deletes, refreshes and sweeps decide on
-        self.live: dict[str, tuple[float | None, dt.datetime | None]] = {}
+        self.live = IdSet()  # the user's live item ids: what deletes decide on
+        # item id -> (ttl minutes, expires_at) of the live items with a TTL: what refreshes and sweeps decide on
+        self.ttl: dict[str, tuple[float, dt.datetime | None]] = {}
         # item id -> its latest put whose vectors are not in the log (written behind, or lost to a crash)
         self.unembedded: dict[str, _Job] = {}
         self._waiting: dict[str, int] = {}  # item id -> the queued put whose vectors are still to come
@@ -182,9 +183,9 @@ class ItemsActor:
 
     def _restore(self, snap: ActorSnapshot) -> None:
         t = snap.tables
-        self.live = dict.fromkeys(column(t["live"], "item_id"), (None, None))
-        ttl = t["ttl"]  # only the items with a TTL: most have none
-        self.live.update(zip(column(ttl, "item_id"), zip(column(ttl, "ttl_minutes"), ttl.column("expires_at").to_pylist())))
+        self.live = IdSet(t["live"].column("item_id").combine_chunks())
+        ttl = t["ttl"]
+        self.ttl = dict(zip(column(ttl, "item_id"), zip(column(ttl, "ttl_minutes"), ttl.column("expires_at").to_pylist())))
         jobs = msgspec.msgpack.decode(t["unembedded"].column("all")[0].as_py(), type=list[_Job])
         self.unembedded = {j.item_id: j for j in jobs}
         self.version = max(self.version, snap.version)
@@ -192,9 +193,9 @@ class ItemsActor:
 
     def _tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
         """The fold as Arrow tables (lock held): what the actor's snapshot holds."""
-        timed = [(k, v) for k, v in self.live.items() if v != (None, None)]
+        timed = list(self.ttl.items())
         return {
-            "live": pa.table({"item_id": pa.array(list(self.live), pa.string())}),
+            "live": pa.table({"item_id": IdSet.sorted_ids(self.live)}),
             "ttl": pa.table({"item_id": pa.array([k for k, _ in timed], pa.string()),
                              "ttl_minutes": pa.array([v[0] for _, v in timed], pa.float64()),
                              "expires_at": pa.array([v[1] for _, v in timed], _TS)}),
@@ -229,7 +230,11 @@ class ItemsActor:
 
     def _fold(self, e: Any, time: dt.datetime) -> None:
         if isinstance(e, ItemPut):
-            self.live[e.item_id] = (e.ttl_minutes, e.expires_at)
+            self.live.add(e.item_id)
+            if e.ttl_minutes is None:
+                self.ttl.pop(e.item_id, None)
+            else:
+                self.ttl[e.item_id] = (e.ttl_minutes, e.expires_at)
             self._waiting.pop(e.item_id, None)  # an earlier put's vectors, if still to come, are stale now
             if e.texts:
                 self.unembedded[e.item_id] = _Job(item_id=e.item_id, seq=0, namespace=list(e.namespace), key=e.key,
@@ -239,14 +244,16 @@ class ItemsActor:
         elif isinstance(e, ChunksEmbedded):
             self.unembedded.pop(e.source_id, None)
         elif isinstance(e, ItemTouched):
-            if e.item_id in self.live:
-                self.live[e.item_id] = (self.live[e.item_id][0], e.expires_at)
+            if e.item_id in self.ttl:
+                self.ttl[e.item_id] = (self.ttl[e.item_id][0], e.expires_at)
         elif isinstance(e, ItemDeleted):
-            self.live.pop(e.item_id, None)
+            self.live.discard(e.item_id)
+            self.ttl.pop(e.item_id, None)
             self._waiting.pop(e.item_id, None)
             self.unembedded.pop(e.item_id, None)
         elif isinstance(e, UserForgotten):
             self.live.clear()
+            self.ttl.clear()
             self._waiting.clear()
             self.unembedded.clear()
 
@@ -362,7 +369,7 @@ class ItemsActor:
         with self._lock:
             def build() -> list[Any]:
                 return [ItemTouched(item_id=iid, expires_at=now + dt.timedelta(minutes=ttl)) for iid in dict.fromkeys(item_ids)
-                        if (ttl := self.live.get(iid, (None, None))[0]) is not None]
+                        if (ttl := self.ttl.get(iid, (None, None))[0]) is not None]
 
             evs, last = self._append(build)
             for e in evs:
@@ -374,7 +381,7 @@ class ItemsActor:
         now = now or self.clock()
         with self._lock:
             def build() -> list[Any]:
-                return [ItemDeleted(item_id=i, reason="expired") for i, (_, exp) in self.live.items()
+                return [ItemDeleted(item_id=i, reason="expired") for i, (_, exp) in self.ttl.items()
                         if exp is not None and exp <= now]
 
             evs, _ = self._append(build)

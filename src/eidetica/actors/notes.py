@@ -19,7 +19,7 @@ from ..errors import NotFound, WrongExpectedVersion
 from ..events import ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, RecordedEvent, UserForgotten
 from ..events.streams import notes_stream
 from ..providers import Embedder
-from ._snapshots import ActorSnapshot, ActorSnapshots, column, restore_actor, save_actor
+from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, restore_actor, save_actor
 from ._text import check_text, vectors_to_bytes
 
 __all__ = ["NotesActor"]
@@ -58,7 +58,7 @@ class NotesActor:
             self.save_snapshot()  # a long replay is paid once, not on every start
 
     def _reset(self) -> None:
-        self.notes: set[str] = set()  # the user's live note ids: what store/update/delete decide on
+        self.notes = IdSet()  # the user's live note ids: what store/update/delete decide on
         self._covered = -1  # the stream version the snapshot on disk covers
 
     def _fold(self, recs: Sequence[RecordedEvent]) -> None:
@@ -74,13 +74,13 @@ class NotesActor:
                 self.notes.clear()
 
     def _restore(self, snap: ActorSnapshot) -> None:
-        self.notes = set(column(snap.tables["notes"], "note_id"))
+        self.notes = IdSet(snap.tables["notes"].column("note_id").combine_chunks())
         self.version = max(self.version, snap.version)
         self._covered = snap.version
 
     def _tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
         """The fold as an Arrow table (lock held): what the actor's snapshot holds."""
-        return {"notes": pa.table({"note_id": pa.array(sorted(self.notes), pa.string())})}, {}
+        return {"notes": pa.table({"note_id": IdSet.sorted_ids(self.notes)})}, {}
 
     def save_snapshot(self, force: bool = False) -> bool:
         """Write the actor's snapshot when ``snapshots.every`` events are not covered by it (any, when forced)."""
