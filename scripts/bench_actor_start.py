@@ -7,7 +7,10 @@ cadence), all through the real API (HashEmbedder, 384-d: every note and item car
 then in fresh processes reopens it and times the first ``store_note``, the first item put
 and the first ``schedules.create`` of that user: each builds the user's actor, from its
 snapshot plus the stream's tail, or (the baseline, the actor snapshots moved away and
-snapshots off) by replaying the user's whole stream.
+snapshots off) by replaying the user's whole stream. The process's first search and first
+append (a new log segment) are paid before the clock starts: they are not the actor's.
+A second user holds 10 schedules with N runs between them (``record_run``): how a schedules
+stream usually grows (``schedule_runs_*``: the first ``schedules.create`` of that user).
 Sizes: 1,000 and 20,000 (``--quick``: 1,000 and 5,000). Last line: one JSON object.
 """
 
@@ -27,9 +30,10 @@ import numpy as np
 
 DIM = 384
 USER = "ada"
+OPS = "ops"  # 10 schedules, N runs
 WORDS = ("alpha beta gamma delta coffee jazz hiking berlin lisbon cats chess yoga piano tea running kyoto pasta "
          "garden train river market violin novel cheese summer winter").split()
-KINDS = ("note", "item", "schedule")
+KINDS = ("note", "item", "schedule", "schedule_runs")
 
 
 def _text(i: int) -> str:
@@ -51,6 +55,9 @@ def build(path: Path, n: int) -> float:
                           "user": USER} for i in range(lo, min(lo + 500, n))])
         for i in range(n):
             m.schedules.create(f"job {i}", "interval", 3600 + i, user=USER)
+        jobs = [m.schedules.create(f"ops job {i}", "interval", 3600, user=OPS).schedule_id for i in range(10)]
+        for i in range(n):
+            m.schedules.record_run(jobs[i % 10], {"status": "ok" if i % 7 else "error", "output": f"run {i}"}, user=OPS)
         m.search("coffee", user=USER)  # the views catch up here, and closing writes the state snapshot
     return time.perf_counter() - t
 
@@ -65,11 +72,13 @@ def child(path: str, snapshots: bool) -> None:
     config = MemoryConfig(min_interval_seconds=60, **({} if snapshots else {"actor_snapshot_events": 10**9}))
     m = eidetica.open(path, embedder=HashEmbedder(DIM), config=config)
     m.search("warm", user="nobody")  # the facade's own first-use costs, paid before the clock starts
+    m.store_note("warm", user="nobody")  # and the log's first append after a reopen (a new segment): not the actor's
     writes = {
         "note": lambda k: m.store_note(f"a new note {k}", user=USER),
         "item": lambda k: m.items.put([{"namespace": ("docs", USER), "key": f"new{k}", "value": {"t": k},
                                         "texts": [f"a new item {k}"], "user": USER}]),
         "schedule": lambda k: m.schedules.create(f"new job {k}", "interval", 7200, user=USER),
+        "schedule_runs": lambda k: m.schedules.create(f"new ops job {k}", "interval", 7200, user=OPS),
     }
     out: dict = {}
     for kind, write in writes.items():
@@ -79,7 +88,7 @@ def child(path: str, snapshots: bool) -> None:
             out[f"{kind}_{label}_ms"] = (time.perf_counter() - t) * 1e3
             out[f"{kind}_{label}_cpu_ms"] = (time.process_time() - c) * 1e3
     actors = {"note": m.runtime.notes(m.tenant, USER), "item": m.runtime.items(m.tenant, USER),
-              "schedule": m.runtime.schedules(m.tenant, USER)}
+              "schedule": m.runtime.schedules(m.tenant, USER), "schedule_runs": m.runtime.schedules(m.tenant, OPS)}
     for kind, a in actors.items():
         out[f"{kind}_replayed"] = getattr(a, "replayed", None)  # events the start folded (None: not reported)
     m._sync()  # the items' vectors, written behind the put
@@ -128,7 +137,7 @@ def main() -> None:
                 shutil.rmtree(path, ignore_errors=True)
                 took = build(path, n)
                 (path / "built").write_text(str(n))
-                print(f"built {n:,} notes, items and schedules in {took:.0f} s", flush=True)
+                print(f"built {n:,} notes, items, schedules and runs in {took:.0f} s", flush=True)
             for mode, snap in (("", True), ("_replay", False)):
                 runs = [measure(path, snap) for _ in range(a.runs)]
                 print(label, mode or "_snapshot", runs, flush=True)
