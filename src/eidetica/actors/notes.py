@@ -153,6 +153,8 @@ class NotesActor:
     def delete(self, note_id: str) -> None:
         """Delete a note; ``NotFound`` when this user has no such note."""
         with self._lock:
+            if note_id not in self.notes:  # before building the event: a malformed id is just not found
+                raise NotFound("note", note_id)
             if not self._append([NewEvent.of(NoteDeleted(note_id=note_id), tenant=self.tenant)],
                                 lambda: note_id in self.notes):
                 raise NotFound("note", note_id)
