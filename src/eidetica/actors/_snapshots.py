@@ -16,6 +16,7 @@ import gc
 import hashlib
 import os
 import shutil
+import uuid
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
@@ -148,14 +149,23 @@ class ActorSnapshots:
             if meta.get("stream") != stream:
                 raise ValueError("it belongs to another stream")
             version = int(meta["version"])
-            recs = log.read_stream(stream, version)
-            if not recs or recs[0].version != version or recs[0].event_id.hex != meta["event_id"]:
-                raise ValueError(f"the log no longer ends its version {version} with event {meta['event_id']}")
+            gone = ValueError(f"the log no longer ends its version {version} with event {meta['event_id']}")
+            find = getattr(log, "event_offset", None)  # the log's id index: no batch read to check one event
+            if find is not None and "offset" in meta:
+                # event ids are unique and never move: the recorded event still at its offset is the same history
+                if find(uuid.UUID(hex=meta["event_id"]), stream) != int(meta["offset"]) or log.stream_version(stream) < version:
+                    raise gone
+                tail = log.read_stream(stream, version + 1)
+            else:  # a log without the index (a remote proxy): read the covered event back
+                recs = log.read_stream(stream, version)
+                if not recs or recs[0].version != version or recs[0].event_id.hex != meta["event_id"]:
+                    raise gone
+                tail = recs[1:]
         except Exception as e:  # noqa: BLE001 - any mismatch: the log is the truth
             warnings.warn(f"eidetica: ignoring actor snapshot {snap.path}: {e}; replaying the stream instead",
                           SnapshotWarning, stacklevel=3)
             return None
-        return ActorSnapshot(snap.tables, meta, version, recs[1:])
+        return ActorSnapshot(snap.tables, meta, version, tail)
 
     def write(self, kind: str, stream: str, schema_version: int, tables: Mapping[str, pa.Table], meta: dict[str, Any],
               log: EventLog, version: int) -> None:
@@ -165,7 +175,7 @@ class ActorSnapshots:
         recs = log.read_stream(stream, version)
         if not recs or recs[0].version != version:
             return  # not (or no longer) in the log: nothing trustworthy to snapshot
-        meta = dict(meta, stream=stream, version=version, event_id=recs[0].event_id.hex)
+        meta = dict(meta, stream=stream, version=version, event_id=recs[0].event_id.hex, offset=recs[0].offset)
         self._store(kind, stream, schema_version).write(tables, {log.partition_of(stream): recs[0].offset + 1}, meta)
 
     def drop(self, kind: str, stream: str) -> None:
