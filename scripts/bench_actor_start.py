@@ -130,6 +130,7 @@ def measure(path: Path, snapshots: bool) -> dict:
     copy = path.with_name(path.name + ".run")
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(path, copy)
+    os.sync()  # the copy's dirty pages are not the child's first fsync's to write back
     try:
         if not snapshots:
             shutil.rmtree(copy / "snapshots" / "actors", ignore_errors=True)
