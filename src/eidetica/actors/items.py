@@ -84,7 +84,10 @@ class WriteBehind:
         """Queue jobs of an actor (the worker starts on first use)."""
         with self._cond:
             self._jobs.extend((actor, j) for j in jobs)
-            self._closed = False
+            if threading.current_thread() is not self._thread:
+                # a submit from the worker itself (an actor refolding after a race, during close) must
+                # not reopen the queue: close would wait forever for a worker that waits for work
+                self._closed = False
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="eidetica-items-embed", daemon=True)
                 self._thread.start()
