@@ -141,6 +141,19 @@ MUTANTS = [
     Mutant("decay factor 0.95 -> 0.9", CONFIG,
            "    decay_factor: float = 0.95\n", "    decay_factor: float = 0.9\n",
            ("tests/test_memory.py::test_decay_and_prune_run_on_the_sweep",)),
+    # session 10: the notes, items and schedules actors' snapshots (must equal a full replay)
+    Mutant("notes actor: a delete not folded into its snapshot", "src/eidetica/actors/notes.py",
+           "            self.notes.discard(note_id)\n", "            pass\n",
+           ("tests/test_user_actor_snapshots.py::test_notes_items_schedules_from_snapshot_equal_full_replay",)),
+    Mutant("items actor: TTLs left out of its snapshot", "src/eidetica/actors/items.py",
+           "        timed = list(self.ttl.items())\n", "        timed = []\n",
+           ("tests/test_user_actor_snapshots.py::test_notes_items_schedules_from_snapshot_equal_full_replay",)),
+    Mutant("items actor: puts waiting for vectors left out of its snapshot", "src/eidetica/actors/items.py",
+           "msgspec.msgpack.encode(list(self.unembedded.values()))", "msgspec.msgpack.encode([])",
+           ("tests/test_user_actor_snapshots.py::test_an_item_put_whose_vectors_never_came_is_embedded_on_the_next_start",)),
+    Mutant("state: a schedule decoded from its snapshot row not kept", "src/eidetica/projections/_state.py",
+           "            x = d[schedule_id] = _schedule_from_row(u, x)\n", "            x = _schedule_from_row(u, x)\n",
+           ("tests/test_user_actor_snapshots.py::test_notes_items_schedules_from_snapshot_equal_full_replay",)),
 ]
 
 

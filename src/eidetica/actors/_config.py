@@ -49,8 +49,9 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
     # then replays only what follows the newest one)
     snapshot_events: int = 50_000
     snapshot_seconds: float = 300.0
-    # a session actor or curator snapshots its fold once this many of its stream's events are
-    # not covered by one (at first use and on close), so its next first use replays only the tail
+    # an actor (session, curator; a user's notes, items, schedules) snapshots its fold once this many
+    # of its stream's events are not covered by one (at first use and on close), so its next first
+    # use replays only the tail
     actor_snapshot_events: int = 1_000
     # a housekeeping thread checks this often whether the log's recovery checkpoint or the
     # state snapshot is due (a process that only appends, like a server, writes them too); 0: off

@@ -16,17 +16,19 @@ import gc
 import hashlib
 import os
 import shutil
+import uuid
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..events import EventLog, RecordedEvent
 from ..projections._snapshot import SnapshotStore, SnapshotWarning
 
-__all__ = ["ActorSnapshots", "ActorSnapshot", "column", "times", "no_gc", "restore_actor", "save_actor"]
+__all__ = ["ActorSnapshots", "ActorSnapshot", "IdSet", "column", "times", "no_gc", "restore_actor", "save_actor"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _US = dt.timedelta(microseconds=1)
@@ -56,6 +58,64 @@ def column(table: pa.Table, name: str) -> list[Any]:
 def times(table: pa.Table, name: str) -> list[dt.datetime]:
     """A UTC timestamp column as aware datetimes (5x cheaper than ``to_pylist``, which goes through zoneinfo)."""
     return [_EPOCH + _US * u for u in table.column(name).cast(pa.int64()).to_numpy().tolist()]
+
+
+class IdSet:
+    """A set of ids: those restored from a snapshot stay in its sorted Arrow column, looked up by bisection.
+
+    A start from a snapshot then builds no Python object per id (20,000 ids cost ~4 ms to
+    materialise, more than the rest of a notes actor's start); a lookup costs ~15 Arrow reads.
+    Changes since the restore are kept beside it (added, gone).
+    """
+
+    def __init__(self, restored: pa.Array | None = None) -> None:
+        if restored is not None and len(restored) > 1 and not pc.all(pc.less(restored[:-1], restored[1:])).as_py():
+            raise ValueError("its ids are not sorted and unique")  # bisection would miss some: refused, replayed
+        self._sorted = restored if restored is not None else pa.array([], pa.string())  # written by ``sorted_ids``
+        self._added: set[str] = set()
+        self._gone: set[str] = set()
+
+    @staticmethod
+    def sorted_ids(ids: Iterable[str]) -> pa.Array:
+        """The column a snapshot stores (Python's code point order is UTF-8 byte order, Arrow's)."""
+        return pa.array(sorted(ids), pa.string())
+
+    def _restored(self, x: str) -> bool:
+        a = self._sorted
+        lo, hi = 0, len(a)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if a[mid].as_py() < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo < len(a) and a[lo].as_py() == x
+
+    def __contains__(self, x: object) -> bool:
+        return isinstance(x, str) and (x in self._added or (x not in self._gone and self._restored(x)))
+
+    def add(self, x: str) -> None:
+        """Add an id."""
+        self._added.add(x)
+        self._gone.discard(x)
+
+    def discard(self, x: str) -> None:
+        """Remove an id if present."""
+        self._added.discard(x)
+        self._gone.add(x)
+
+    def clear(self) -> None:
+        """Remove every id."""
+        self._sorted = pa.array([], pa.string())
+        self._added.clear()
+        self._gone.clear()
+
+    def __iter__(self) -> Iterator[str]:
+        restored = (x for x in self._sorted.to_pylist() if x not in self._gone and x not in self._added)
+        return iter([*restored, *self._added])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class ActorSnapshot:
@@ -89,14 +149,23 @@ class ActorSnapshots:
             if meta.get("stream") != stream:
                 raise ValueError("it belongs to another stream")
             version = int(meta["version"])
-            recs = log.read_stream(stream, version)
-            if not recs or recs[0].version != version or recs[0].event_id.hex != meta["event_id"]:
-                raise ValueError(f"the log no longer ends its version {version} with event {meta['event_id']}")
+            gone = ValueError(f"the log no longer ends its version {version} with event {meta['event_id']}")
+            find = getattr(log, "event_offset", None)  # the log's id index: no batch read to check one event
+            if find is not None and "offset" in meta:
+                # event ids are unique and never move: the recorded event still at its offset is the same history
+                if find(uuid.UUID(hex=meta["event_id"]), stream) != int(meta["offset"]) or log.stream_version(stream) < version:
+                    raise gone
+                tail = log.read_stream(stream, version + 1)
+            else:  # a log without the index (a remote proxy): read the covered event back
+                recs = log.read_stream(stream, version)
+                if not recs or recs[0].version != version or recs[0].event_id.hex != meta["event_id"]:
+                    raise gone
+                tail = recs[1:]
         except Exception as e:  # noqa: BLE001 - any mismatch: the log is the truth
             warnings.warn(f"eidetica: ignoring actor snapshot {snap.path}: {e}; replaying the stream instead",
                           SnapshotWarning, stacklevel=3)
             return None
-        return ActorSnapshot(snap.tables, meta, version, recs[1:])
+        return ActorSnapshot(snap.tables, meta, version, tail)
 
     def write(self, kind: str, stream: str, schema_version: int, tables: Mapping[str, pa.Table], meta: dict[str, Any],
               log: EventLog, version: int) -> None:
@@ -106,7 +175,7 @@ class ActorSnapshots:
         recs = log.read_stream(stream, version)
         if not recs or recs[0].version != version:
             return  # not (or no longer) in the log: nothing trustworthy to snapshot
-        meta = dict(meta, stream=stream, version=version, event_id=recs[0].event_id.hex)
+        meta = dict(meta, stream=stream, version=version, event_id=recs[0].event_id.hex, offset=recs[0].offset)
         self._store(kind, stream, schema_version).write(tables, {log.partition_of(stream): recs[0].offset + 1}, meta)
 
     def drop(self, kind: str, stream: str) -> None:

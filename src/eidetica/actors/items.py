@@ -12,6 +12,11 @@ its texts one by one). Reads wait for the queue (``Memory._sync``), so they stil
 own writes. An embedding whose item was put again or deleted meanwhile is dropped, never
 appended; a ``ItemPut`` whose vectors never came (a crash) is embedded when its actor is
 built. Without a ``WriteBehind`` (Ray) a put embeds and appends both events at once.
+
+The actor's fold (live items with their TTLs, and the puts still waiting for their vectors)
+starts from its snapshot plus the stream's tail (``_snapshots``); the snapshot records the
+waiting puts, so a put a crash left without vectors is embedded on the next start whether
+the snapshot covers it or not. Appends carry the fold's expected version.
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ import uuid
 from typing import Any, Callable, Sequence
 
 import msgspec
+import pyarrow as pa
 
-from ..errors import InvalidInput
-from ..events import ChunksEmbedded, EventLog, ItemDeleted, ItemPut, ItemTouched, NewEvent, UserForgotten
+from ..errors import InvalidInput, WrongExpectedVersion
+from ..events import ChunksEmbedded, EventLog, ItemDeleted, ItemPut, ItemTouched, NewEvent, UserForgotten, utcnow
 from ..events.streams import items_stream
 from ..providers import Embedder
+from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, column, restore_actor, save_actor
 from ._text import vectors_to_bytes
 
 __all__ = ["ItemsActor", "WriteBehind", "item_id", "namespace_key"]
@@ -35,6 +42,8 @@ __all__ = ["ItemsActor", "WriteBehind", "item_id", "namespace_key"]
 log = logging.getLogger(__name__)
 
 _ITEM_NS = uuid.UUID("6f1b3c9e-8d0a-4f57-9a35-2c1d7e4b5a60")
+SNAPSHOT_SCHEMA = 1  # of the items actor's snapshot tables; bump on any change (older ones are then refused)
+_TS = pa.timestamp("us", tz="UTC")
 
 
 def namespace_key(namespace: Sequence[str]) -> str:
@@ -75,7 +84,10 @@ class WriteBehind:
         """Queue jobs of an actor (the worker starts on first use)."""
         with self._cond:
             self._jobs.extend((actor, j) for j in jobs)
-            self._closed = False
+            if threading.current_thread() is not self._thread:
+                # a submit from the worker itself (an actor refolding after a race, during close) must
+                # not reopen the queue: close would wait forever for a worker that waits for work
+                self._closed = False
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="eidetica-items-embed", daemon=True)
                 self._thread.start()
@@ -133,48 +145,120 @@ class ItemsActor:
     """The single writer of one user's items: puts, deletes, TTL refreshes and sweeps."""
 
     def __init__(self, log: EventLog, tenant: str, user_id: str, embedder: Embedder, clock: Callable[[], dt.datetime],
-                 behind: WriteBehind | None = None) -> None:
+                 behind: WriteBehind | None = None, snapshots: ActorSnapshots | None = None) -> None:
         self.log = log
         self.behind = behind
-        self._seq = 0
-        self._waiting: dict[str, int] = {}  # item id -> the put whose vectors are still to come
+        self.snapshots = snapshots
+        self._seq = 0  # never reset: a job numbered before a reload never matches one numbered after
         self.tenant = tenant
         self.user_id = user_id
         self.embedder = embedder
         self.clock = clock
         self.stream = items_stream(tenant, user_id)
-        self._lock = threading.Lock()
-        # item id -> (ttl minutes, expires_at): what deletes, refreshes and sweeps decide on
-        self.live: dict[str, tuple[float | None, dt.datetime | None]] = {}
-        unembedded: dict[str, _Job] = {}
-        for rec in log.read_stream(self.stream):
-            e = rec.decode()
-            self._fold(e)
-            if isinstance(e, ItemPut) and e.texts:
-                unembedded[e.item_id] = _Job(item_id=e.item_id, seq=0, namespace=list(e.namespace), key=e.key,
-                                             texts=list(e.texts), time=rec.time)
-            elif isinstance(e, ChunksEmbedded) or isinstance(e, ItemPut):
-                unembedded.pop(e.source_id if isinstance(e, ChunksEmbedded) else e.item_id, None)
-            elif isinstance(e, ItemDeleted):
-                unembedded.pop(e.item_id, None)
-            elif isinstance(e, UserForgotten):
-                unembedded.clear()
-        if unembedded:  # a crash came between a put and its vectors: embed them now
-            self._queue(list(unembedded.values()))
+        self._lock = threading.RLock()
+        self.reload()
 
-    def _fold(self, e: Any) -> None:
+    # -- state -----------------------------------------------------------------------
+    def reload(self) -> None:
+        """Rebuild the fold (snapshot + tail, or the whole stream), then embed the puts still waiting for vectors."""
+        with self._lock:
+            self._reset()
+            self.version = self.log.stream_version(self.stream)
+            snap = restore_actor(self, "items", SNAPSHOT_SCHEMA)
+            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
+            for rec in recs:
+                self._fold(rec.decode(), rec.time)
+            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
+            if recs:
+                self.version = max(self.version, recs[-1].version)
+            self.save_snapshot()  # a long replay is paid once, not on every start
+            if self.unembedded:  # a crash came between a put and its vectors: embed them now
+                self._queue(list(self.unembedded.values()))
+
+    def _reset(self) -> None:
+        self.live = IdSet()  # the user's live item ids: what deletes decide on
+        # item id -> (ttl minutes, expires_at) of the live items with a TTL: what refreshes and sweeps decide on
+        self.ttl: dict[str, tuple[float, dt.datetime | None]] = {}
+        # item id -> its latest put whose vectors are not in the log (written behind, or lost to a crash)
+        self.unembedded: dict[str, _Job] = {}
+        self._waiting: dict[str, int] = {}  # item id -> the queued put whose vectors are still to come
+        self._covered = -1  # the stream version the snapshot on disk covers
+
+    def _restore(self, snap: ActorSnapshot) -> None:
+        t = snap.tables
+        self.live = IdSet(t["live"].column("item_id").combine_chunks())
+        ttl = t["ttl"]
+        self.ttl = dict(zip(column(ttl, "item_id"), zip(column(ttl, "ttl_minutes"), ttl.column("expires_at").to_pylist())))
+        jobs = msgspec.msgpack.decode(t["unembedded"].column("all")[0].as_py(), type=list[_Job])
+        self.unembedded = {j.item_id: j for j in jobs}
+        self.version = max(self.version, snap.version)
+        self._covered = snap.version
+
+    def _tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+        """The fold as Arrow tables (lock held): what the actor's snapshot holds."""
+        timed = list(self.ttl.items())
+        return {
+            "live": pa.table({"item_id": IdSet.sorted_ids(self.live)}),
+            "ttl": pa.table({"item_id": pa.array([k for k, _ in timed], pa.string()),
+                             "ttl_minutes": pa.array([v[0] for _, v in timed], pa.float64()),
+                             "expires_at": pa.array([v[1] for _, v in timed], _TS)}),
+            # the puts still waiting for their vectors, with their texts: the next start embeds them (usually none)
+            "unembedded": pa.table({"all": pa.array([msgspec.msgpack.encode(list(self.unembedded.values()))], pa.binary())}),
+        }, {}
+
+    def save_snapshot(self, force: bool = False) -> bool:
+        """Write the actor's snapshot when ``snapshots.every`` events are not covered by it (any, when forced)."""
+        return save_actor(self, "items", SNAPSHOT_SCHEMA, self._tables, force)
+
+    def _append(self, build: Callable[[], list[Any]], time: dt.datetime | None = None) -> tuple[list[Any], int]:
+        """Append the events ``build`` decides on the fold, with its version expected (lock held); refold and redo on a race.
+
+        Returns the events appended (to fold) and the last offset (-1: nothing to append).
+        """
+        for attempt in range(3):
+            evs = build()
+            if not evs:
+                return [], -1
+            news = [NewEvent.of(e, tenant=self.tenant, time=time) for e in evs]
+            try:
+                _, last = self.log.append(self.stream, news, self.version)
+            except WrongExpectedVersion:
+                if attempt == 2:
+                    raise
+                self.reload()  # another writer (an import, a restarted actor) got there first: decide again
+                continue
+            self.version += len(news)
+            return evs, last
+        raise AssertionError("unreachable")
+
+    def _fold(self, e: Any, time: dt.datetime) -> None:
         if isinstance(e, ItemPut):
-            self.live[e.item_id] = (e.ttl_minutes, e.expires_at)
+            self.live.add(e.item_id)
+            if e.ttl_minutes is None:
+                self.ttl.pop(e.item_id, None)
+            else:
+                self.ttl[e.item_id] = (e.ttl_minutes, e.expires_at)
             self._waiting.pop(e.item_id, None)  # an earlier put's vectors, if still to come, are stale now
+            if e.texts:
+                self.unembedded[e.item_id] = _Job(item_id=e.item_id, seq=0, namespace=list(e.namespace), key=e.key,
+                                                  texts=list(e.texts), time=time)
+            else:
+                self.unembedded.pop(e.item_id, None)
+        elif isinstance(e, ChunksEmbedded):
+            self.unembedded.pop(e.source_id, None)
         elif isinstance(e, ItemTouched):
-            if e.item_id in self.live:
-                self.live[e.item_id] = (self.live[e.item_id][0], e.expires_at)
+            if e.item_id in self.ttl:
+                self.ttl[e.item_id] = (self.ttl[e.item_id][0], e.expires_at)
         elif isinstance(e, ItemDeleted):
-            self.live.pop(e.item_id, None)
+            self.live.discard(e.item_id)
+            self.ttl.pop(e.item_id, None)
             self._waiting.pop(e.item_id, None)
+            self.unembedded.pop(e.item_id, None)
         elif isinstance(e, UserForgotten):
             self.live.clear()
+            self.ttl.clear()
             self._waiting.clear()
+            self.unembedded.clear()
 
     def _number(self, jobs: Sequence[_Job]) -> list[_Job]:
         """Number jobs as the latest puts of their items (the caller holds the lock, in the append's critical section)."""
@@ -211,10 +295,12 @@ class ItemsActor:
     def _embedded(self, done: Sequence[tuple[_Job, Any]]) -> int:
         """Append the vectors of puts that are still the latest of their item; returns the last offset or -1."""
         with self._lock:
-            evs = [self._chunks(j, v) for j, v in done if self._waiting.get(j.item_id) == j.seq]
-            if not evs:
-                return -1
-            _, last = self.log.append(self.stream, [NewEvent.of(e, tenant=self.tenant) for e in evs])
+            def build() -> list[Any]:  # decided on the fold: a refold after a race decides again
+                return [self._chunks(j, v) for j, v in done if self._waiting.get(j.item_id) == j.seq]
+
+            evs, last = self._append(build)
+            for e in evs:
+                self._fold(e, e.time)
             for j, _ in done:
                 if self._waiting.get(j.item_id) == j.seq:
                     del self._waiting[j.item_id]
@@ -260,14 +346,19 @@ class ItemsActor:
                 pos += len(j.texts)
             events = [x for e in events for x in ([e, at[e.item_id]] if isinstance(e, ItemPut) and e.item_id in at else [e])]
         with self._lock:
-            # a delete of an item that does not exist writes nothing (LangGraph's delete is a no-op then)
-            # one event per item (deduplicated above): a delete is kept when the item lives now
-            keep = [e for e in events if not isinstance(e, ItemDeleted) or e.item_id in self.live]
-            if not keep:
+            def build() -> list[Any]:
+                # a delete of an item that does not exist writes nothing (LangGraph's delete is a no-op then)
+                # one event per item (deduplicated above): a delete is kept when the item lives now
+                return [e for e in events if not isinstance(e, ItemDeleted) or e.item_id in self.live]
+
+            # stamped here as the log would at its commit (wall time, not the clock), so the fold knows
+            # the time a replay reads: a put still waiting for its vectors is the same job either way
+            stamp = utcnow()
+            kept, last = self._append(build, stamp)
+            if not kept:
                 return -1
-            _, last = self.log.append(self.stream, [NewEvent.of(e, tenant=self.tenant) for e in keep])
-            for e in keep:  # folded only once the append succeeded
-                self._fold(e)
+            for e in kept:  # folded only once the append succeeded
+                self._fold(e, stamp)
             # numbered in the append's critical section: of two racing puts of one item, the one
             # appended last is the one whose vectors are kept, whatever order the worker sees them in
             numbered = self._number(jobs) if behind and jobs else []
@@ -279,33 +370,33 @@ class ItemsActor:
         """Refresh the TTL of these items (those that have one); returns the last offset or -1."""
         now = self.clock()
         with self._lock:
-            evs = []
-            for iid in dict.fromkeys(item_ids):
-                ttl = self.live.get(iid, (None, None))[0]
-                if ttl is not None:
-                    evs.append(ItemTouched(item_id=iid, expires_at=now + dt.timedelta(minutes=ttl)))
-            if not evs:
-                return -1
-            _, last = self.log.append(self.stream, [NewEvent.of(e, tenant=self.tenant) for e in evs])
+            def build() -> list[Any]:
+                return [ItemTouched(item_id=iid, expires_at=now + dt.timedelta(minutes=ttl)) for iid in dict.fromkeys(item_ids)
+                        if (ttl := self.ttl.get(iid, (None, None))[0]) is not None]
+
+            evs, last = self._append(build)
             for e in evs:
-                self.live[e.item_id] = (self.live[e.item_id][0], e.expires_at)
+                self._fold(e, now)
         return last
 
     def sweep(self, now: dt.datetime | None = None) -> int:
         """Delete every item whose TTL has passed; returns how many."""
         now = now or self.clock()
         with self._lock:
-            dead = [iid for iid, (_, exp) in self.live.items() if exp is not None and exp <= now]
-            if not dead:
-                return 0
-            self.log.append(self.stream, [NewEvent.of(ItemDeleted(item_id=i, reason="expired"), tenant=self.tenant)
-                                          for i in dead])
-            for i in dead:
-                self.live.pop(i, None)
-        return len(dead)
+            def build() -> list[Any]:
+                return [ItemDeleted(item_id=i, reason="expired") for i, (_, exp) in self.ttl.items()
+                        if exp is not None and exp <= now]
+
+            evs, _ = self._append(build)
+            for e in evs:
+                self._fold(e, now)
+        return len(evs)
 
     def forget_user(self) -> None:
         """Append the user tombstone to the items stream."""
         with self._lock:
-            self.log.append(self.stream, [NewEvent.of(UserForgotten(user_id=self.user_id), tenant=self.tenant)])
-            self.live.clear()
+            self._append(lambda: [UserForgotten(user_id=self.user_id)])
+            self._fold(UserForgotten(user_id=self.user_id), self.clock())
+            if self.snapshots is not None:
+                self.snapshots.drop("items", self.stream)  # it holds the forgotten items' texts
+                self._covered = -1

@@ -1,43 +1,106 @@
-"""Notes: free-form memories a user or agent stores explicitly."""
+"""Notes: free-form memories a user or agent stores explicitly.
+
+``NotesActor`` is the single writer of one user's notes stream (appends carry its expected
+version). Its fold is what its decisions need, the ids of the user's live notes (texts are
+served by the read model), and starts from its snapshot plus the stream's tail
+(``_snapshots``), like the session actor's and the curator's.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import threading
 import uuid
-from typing import Callable
+from typing import Any, Callable, Sequence
 
-from ..errors import NotFound
-from ..events import ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, UserForgotten
+import pyarrow as pa
+
+from ..errors import NotFound, WrongExpectedVersion
+from ..events import ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, RecordedEvent, UserForgotten
 from ..events.streams import notes_stream
 from ..providers import Embedder
+from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, restore_actor, save_actor
 from ._text import check_text, vectors_to_bytes
 
 __all__ = ["NotesActor"]
+
+SNAPSHOT_SCHEMA = 1  # of the notes actor's snapshot table; bump on any change (older ones are then refused)
+_FOLDED = frozenset(t.__struct_config__.tag for t in (NoteStored, NoteDeleted, UserForgotten))  # the tags decoded
 
 
 class NotesActor:
     """The single writer of one user's notes."""
 
-    def __init__(self, log: EventLog, tenant: str, user_id: str, embedder: Embedder, clock: Callable[[], dt.datetime]) -> None:
+    def __init__(self, log: EventLog, tenant: str, user_id: str, embedder: Embedder, clock: Callable[[], dt.datetime],
+                 snapshots: ActorSnapshots | None = None) -> None:
         self.log = log
+        self.snapshots = snapshots
         self.tenant = tenant
         self.user_id = user_id
         self.embedder = embedder
         self.clock = clock
         self.stream = notes_stream(tenant, user_id)
-        self._lock = threading.Lock()
-        self.notes: dict[str, tuple[str, dt.datetime]] = {}
-        for rec in log.read_stream(self.stream):
+        self._lock = threading.RLock()
+        self.reload()
+
+    # -- state -----------------------------------------------------------------------
+    def reload(self) -> None:
+        """Rebuild the fold: from the actor's snapshot and the stream's tail after it, or the whole stream."""
+        with self._lock:
+            self._reset()
+            self.version = self.log.stream_version(self.stream)
+            snap = restore_actor(self, "notes", SNAPSHOT_SCHEMA)
+            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
+            self._fold(recs)
+            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
+            if recs:
+                self.version = max(self.version, recs[-1].version)
+            self.save_snapshot()  # a long replay is paid once, not on every start
+
+    def _reset(self) -> None:
+        self.notes = IdSet()  # the user's live note ids: what store/update/delete decide on
+        self._covered = -1  # the stream version the snapshot on disk covers
+
+    def _fold(self, recs: Sequence[RecordedEvent]) -> None:
+        for rec in recs:
+            if rec.type not in _FOLDED:
+                continue  # vectors, updates: nothing this fold keeps (and vectors are the costly part of decoding)
             ev = rec.decode()
             if isinstance(ev, NoteStored):
-                self.notes[ev.note_id] = (ev.text, rec.time)
-            elif isinstance(ev, NoteUpdated) and ev.note_id in self.notes:
-                self.notes[ev.note_id] = (ev.text, self.notes[ev.note_id][1])
+                self.notes.add(ev.note_id)
             elif isinstance(ev, NoteDeleted):
-                self.notes.pop(ev.note_id, None)
+                self.notes.discard(ev.note_id)
             elif isinstance(ev, UserForgotten):
                 self.notes.clear()
+
+    def _restore(self, snap: ActorSnapshot) -> None:
+        self.notes = IdSet(snap.tables["notes"].column("note_id").combine_chunks())
+        self.version = max(self.version, snap.version)
+        self._covered = snap.version
+
+    def _tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+        """The fold as an Arrow table (lock held): what the actor's snapshot holds."""
+        return {"notes": pa.table({"note_id": IdSet.sorted_ids(self.notes)})}, {}
+
+    def save_snapshot(self, force: bool = False) -> bool:
+        """Write the actor's snapshot when ``snapshots.every`` events are not covered by it (any, when forced)."""
+        return save_actor(self, "notes", SNAPSHOT_SCHEMA, self._tables, force)
+
+    def _append(self, events: list[NewEvent], still: Callable[[], bool] = lambda: True) -> bool:
+        """Append with the fold's version expected (lock held); on a race refold and append only if ``still()``."""
+        for attempt in range(3):
+            if not still():
+                return False
+            try:
+                self.log.append(self.stream, events, self.version)
+            except WrongExpectedVersion:
+                if attempt == 2:
+                    raise
+                self.reload()  # another writer (an import, a restarted actor) got there first: decide again
+                continue
+            self.version += len(events)
+            return True
+        raise AssertionError("unreachable")
 
     def store(self, text: str, time: dt.datetime | None = None, note_id: str | None = None) -> str:
         """Store a note; returns ``note-<uuid>`` (a retried call with the same ``note_id`` stores it once)."""
@@ -51,8 +114,8 @@ class NotesActor:
             self._chunk(note_id, text, time),
         ]
         with self._lock:
-            self.log.append(self.stream, events)
-            self.notes[note_id] = (text, time or self.clock())
+            if self._append(events, lambda: note_id not in self.notes):  # a retried call may have stored it meanwhile
+                self.notes.add(note_id)
         return note_id
 
     def update(self, note_id: str, text: str) -> None:
@@ -64,8 +127,8 @@ class NotesActor:
                 raise NotFound("note", note_id)
             events = [NewEvent.of(NoteUpdated(note_id=note_id, text=text), tenant=self.tenant, time=time),
                       self._chunk(note_id, text, time)]
-            self.log.append(self.stream, events)
-            self.notes[note_id] = (text, self.notes[note_id][1])
+            if not self._append(events, lambda: note_id in self.notes):
+                raise NotFound("note", note_id)
 
     def _chunk(self, note_id: str, text: str, time: dt.datetime) -> NewEvent:
         """The note's one searchable row (keyed by the note id, so an update replaces it)."""
@@ -90,13 +153,18 @@ class NotesActor:
     def delete(self, note_id: str) -> None:
         """Delete a note; ``NotFound`` when this user has no such note."""
         with self._lock:
-            if note_id not in self.notes:
+            if note_id not in self.notes:  # before building the event: a malformed id is just not found
                 raise NotFound("note", note_id)
-            self.log.append(self.stream, [NewEvent.of(NoteDeleted(note_id=note_id), tenant=self.tenant)])
-            del self.notes[note_id]
+            if not self._append([NewEvent.of(NoteDeleted(note_id=note_id), tenant=self.tenant)],
+                                lambda: note_id in self.notes):
+                raise NotFound("note", note_id)
+            self.notes.discard(note_id)
 
     def forget_user(self) -> None:
         """Append the user tombstone to the notes stream."""
         with self._lock:
-            self.log.append(self.stream, [NewEvent.of(UserForgotten(user_id=self.user_id), tenant=self.tenant)])
+            self._append([NewEvent.of(UserForgotten(user_id=self.user_id), tenant=self.tenant)])
             self.notes.clear()
+            if self.snapshots is not None:
+                self.snapshots.drop("notes", self.stream)  # it holds the forgotten notes
+                self._covered = -1

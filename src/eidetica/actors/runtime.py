@@ -35,11 +35,11 @@ def make_actor(
     if kind == "curator":
         return FactCurator(log, *args, embedder, llm, config, clock, snapshots)
     if kind == "notes":
-        return NotesActor(log, *args, embedder, clock)
+        return NotesActor(log, *args, embedder, clock, snapshots)
     if kind == "schedules":
-        return SchedulesActor(log, *args, config, clock)
+        return SchedulesActor(log, *args, config, clock, snapshots)
     if kind == "items":
-        return ItemsActor(log, *args, embedder, clock, behind)
+        return ItemsActor(log, *args, embedder, clock, behind, snapshots)
     if kind == "summarizer":
         return Summarizer(log, llm, embedder, config)
     raise InvalidInput("kind", f"must be one of {', '.join(ACTOR_KINDS)}", kind)
@@ -84,7 +84,7 @@ class LocalRuntime(Runtime):
         snapshots: ActorSnapshots | None = None,
     ) -> None:
         self.log = log
-        self.snapshots = snapshots  # where session actors and curators keep their folds (None: replay on first use)
+        self.snapshots = snapshots  # where the actors of long streams keep their folds (None: replay on first use)
         self.embedder = embedder
         self.llm = llm
         self.config = config

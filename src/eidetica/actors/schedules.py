@@ -1,7 +1,8 @@
 """Schedules: agent reminders and recurring jobs (cron with time zone, once, interval).
 
 ``SchedulesActor`` is the single writer of one user's schedules stream (appends carry its
-expected version, like Notes and the FactCurator); ``Schedules`` is the tenant-wide face the
+expected version, like Notes and the FactCurator; its fold starts from its snapshot plus the
+stream's tail, ``_snapshots``: runs make the stream long); ``Schedules`` is the tenant-wide face the
 facade hands out: writes go to the user's actor through the runtime, reads come from the
 one schedule read model, ``projections.ScheduleInfo`` folded by the ``StateProjection``.
 """
@@ -32,11 +33,13 @@ from ..events import (
 from ..events.streams import schedules_stream
 from ..projections import ScheduleInfo, StateProjection
 from ._config import MemoryConfig
+from ._snapshots import ActorSnapshot, ActorSnapshots, restore_actor, save_actor
 from ._text import check_id, check_text
 
 __all__ = ["Schedules", "SchedulesActor", "ScheduleInfo", "CADENCES", "OUTPUT_SUMMARY_CHARS"]
 
 OUTPUT_SUMMARY_CHARS = 500
+SNAPSHOT_SCHEMA = 1  # of the actor's snapshot (the state projection's tables); bump on any change there
 _CUT = " [... {n} more characters cut]"
 
 CADENCES = ("cron", "once", "interval")
@@ -110,8 +113,10 @@ def output_summary(text: Any) -> str:
 class SchedulesActor:
     """The single writer of one user's schedules; its state is the schedule read model folded from its stream."""
 
-    def __init__(self, log: EventLog, tenant: str, user_id: str, config: MemoryConfig, clock: Callable[[], dt.datetime]) -> None:
+    def __init__(self, log: EventLog, tenant: str, user_id: str, config: MemoryConfig, clock: Callable[[], dt.datetime],
+                 snapshots: ActorSnapshots | None = None) -> None:
         self.log = log
+        self.snapshots = snapshots
         self.tenant = tenant
         self.user_id = user_id
         self.config = config
@@ -121,11 +126,30 @@ class SchedulesActor:
         self.reload()
 
     def reload(self) -> None:
-        """Rebuild the fold from the log (constructor, and after a concurrent writer)."""
+        """Rebuild the fold (constructor, and after a concurrent writer): snapshot + the stream's tail, or the whole stream."""
         with self._lock:
-            self._view = StateProjection()
+            self._reset()
             self.version = self.log.stream_version(self.stream)
-            self._view.apply(self.log.read_stream(self.stream))
+            snap = restore_actor(self, "schedules", SNAPSHOT_SCHEMA)
+            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
+            self._view.apply(recs)
+            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
+            if recs:
+                self.version = max(self.version, recs[-1].version)
+            self.save_snapshot()  # a long replay is paid once, not on every start
+
+    def _reset(self) -> None:
+        self._view = StateProjection()
+        self._covered = -1  # the stream version the snapshot on disk covers
+
+    def _restore(self, snap: ActorSnapshot) -> None:
+        self._view.restore(snap.tables, snap.meta)
+        self.version = max(self.version, snap.version)
+        self._covered = snap.version
+
+    def save_snapshot(self, force: bool = False) -> bool:
+        """Write the actor's snapshot when ``snapshots.every`` events are not covered by it (any, when forced)."""
+        return save_actor(self, "schedules", SNAPSHOT_SCHEMA, self._view.tables, force)
 
     def _commit(self, build: Callable[[], list[Any]], now: dt.datetime | None = None) -> None:
         """Append what ``build`` decides on the current fold, with the fold's version expected; refold and redo on a race."""
@@ -246,7 +270,11 @@ class SchedulesActor:
 
     def forget_user(self) -> None:
         """Append the user tombstone to the schedules stream."""
-        self._commit(lambda: [UserForgotten(user_id=self.user_id)])
+        with self._lock:
+            self._commit(lambda: [UserForgotten(user_id=self.user_id)])
+            if self.snapshots is not None:
+                self.snapshots.drop("schedules", self.stream)  # it holds the forgotten schedules
+                self._covered = -1
 
 
 class Schedules:

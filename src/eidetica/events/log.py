@@ -668,7 +668,7 @@ class BatchLog(EventLog):
         p = self.partition_of(stream)
         part = self._parts[p]
         with part.cond:
-            offs = list(part.stream_offsets.get(stream, ()))[from_version:]
+            offs = list(part.stream_offsets.get(stream, ())[from_version:])  # the tail only: an actor reads it after its snapshot
             if not offs:
                 return []
             wanted = _holding(part, offs)

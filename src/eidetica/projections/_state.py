@@ -25,6 +25,8 @@ Projector interleaves partitions: a rebuild gives the same state as incremental 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import operator
 import os
 import threading
 import time as _time
@@ -336,6 +338,23 @@ class _ScheduleRow(msgspec.Struct, array_like=True):
 
 
 _ENC = msgspec.msgpack.Encoder()
+_SDEC = msgspec.msgpack.Decoder(_ScheduleRow)
+
+
+def _schedule_row(x: "_Schedule") -> bytes:
+    """A schedule's fold as its snapshot row."""
+    return _ENC.encode(_ScheduleRow({k: v for k, v in x.fields.items() if k != "next_run_at"}, _as_time(x.fields.get("next_run_at")),
+                                    x.created, x.updated, sorted(x.runs), x.history, x.run_count, x.failures))
+
+
+def _schedule_from_row(user_id: str, row: bytes) -> "_Schedule":
+    """A schedule's fold from its snapshot row."""
+    d = _SDEC.decode(row)
+    x = _Schedule.__new__(_Schedule)
+    x.user_id, x.fields = user_id, dict(d.fields, next_run_at=d.next_run_at)
+    x.created, x.updated, x.runs = d.created, d.updated, set(d.runs)
+    x.history, x.run_count, x.failures = list(d.history), d.run_count, d.failures
+    return x
 _TS = pa.timestamp("us", tz="UTC")
 
 
@@ -388,7 +407,9 @@ class StateProjection(Projection):
         self._fact_owner: dict[tuple[str, str], str] = {}  # (tenant, fact_id) -> user
         self._notes: dict[tuple[str, str], dict[str, NoteInfo]] = {}
         self._note_owner: dict[tuple[str, str], str] = {}
-        self._schedules: dict[tuple[str, str], dict[str, _Schedule]] = {}
+        # a schedule restored from a snapshot stays its encoded row until first used (``_decoded``): a
+        # schedules actor with many schedules starts without building every one
+        self._schedules: dict[tuple[str, str], dict[str, _Schedule | bytes]] = {}
         self._schedule_owner: dict[tuple[str, str], str] = {}
         self._user_tomb: dict[tuple[str, str, str], dt.datetime] = {}  # (tenant, user, scope) -> time
         self._session_tomb: dict[tuple[str, str], dt.datetime] = {}
@@ -617,7 +638,7 @@ class StateProjection(Projection):
                 if it is not None and it.user_id == u and it.updated_at <= rec.time:
                     self._drop_item(t, iid[1])
         if scope in ("schedules", "all"):
-            scheds = self._schedules.get((t, u), {})
+            scheds = self._decoded((t, u))
             for sid in [s for s, x in scheds.items() if x.created <= rec.time]:
                 del scheds[sid]
                 self._schedule_owner.pop((t, sid), None)
@@ -710,7 +731,21 @@ class StateProjection(Projection):
 
     def _schedule(self, tenant: str, schedule_id: str) -> _Schedule | None:
         u = self._schedule_owner.get((tenant, schedule_id))
-        return None if u is None else self._schedules.get((tenant, u), {}).get(schedule_id)
+        if u is None:
+            return None
+        d = self._schedules.get((tenant, u), {})
+        x = d.get(schedule_id)
+        if isinstance(x, bytes):
+            x = d[schedule_id] = _schedule_from_row(u, x)
+        return x
+
+    def _decoded(self, key: tuple[str, str]) -> dict[str, _Schedule]:
+        """A user's schedules, every one decoded."""
+        d = self._schedules.get(key, {})
+        for sid, x in d.items():
+            if isinstance(x, bytes):
+                d[sid] = _schedule_from_row(key[1], x)
+        return d  # type: ignore[return-value]
 
     def _on_schedule_created(self, rec: RecordedEvent, e: ev.ScheduleCreated) -> None:
         if self._dead(rec.tenant, e.user_id, None, rec.time, "schedules"):
@@ -934,7 +969,7 @@ class StateProjection(Projection):
     def schedules(self, tenant: str, user_id: str) -> list[ScheduleInfo]:
         """A user's schedules, oldest first."""
         with self._lock:
-            out = [s.info(sid) for sid, s in self._schedules.get((tenant, user_id), {}).items()]
+            out = [s.info(sid) for sid, s in self._decoded((tenant, user_id)).items()]
         out.sort(key=lambda s: (s.created, s.schedule_id))
         return out
 
@@ -1047,11 +1082,9 @@ class StateProjection(Projection):
             "tenant": pa.array([x[0] for x in sc], pa.string()),
             "user_id": pa.array([x[1] for x in sc], pa.string()),
             "schedule_id": pa.array([x[2] for x in sc], pa.string()),
-            "schedule_user": pa.array([x[3].user_id for x in sc], pa.string()),
-            "detail": pa.array([_ENC.encode(_ScheduleRow(
-                {k: v for k, v in x[3].fields.items() if k != "next_run_at"}, _as_time(x[3].fields.get("next_run_at")),
-                x[3].created, x[3].updated, sorted(x[3].runs), x[3].history, x[3].run_count,
-                x[3].failures)) for x in sc], pa.binary()),
+            "schedule_user": pa.array([x[1] if isinstance(x[3], bytes) else x[3].user_id for x in sc], pa.string()),
+            # a schedule never decoded since the restore is written back as it was read
+            "detail": pa.array([x[3] if isinstance(x[3], bytes) else _schedule_row(x[3]) for x in sc], pa.binary()),
         })
         # a user tombstone is per scope (facts, notes, items, schedules or all): kind "user:<scope>"
         tb = ([(f"user:{k[2]}", k[:2], t) for k, t in self._user_tomb.items()]
@@ -1074,6 +1107,16 @@ class StateProjection(Projection):
         tables = {"sessions": sessions, "session_users": session_users, "facts": facts, "notes": notes,
                   "schedules": schedules, "tombstones": tombs, "items": items}
         return tables, meta
+
+    def tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+        """The fold as Arrow tables and meta, what a snapshot holds (for a fold kept apart: a schedules actor's)."""
+        with self._lock:
+            return self._tables()
+
+    def restore(self, tables: dict[str, pa.Table], meta: dict[str, Any]) -> None:
+        """Replace the fold by the one ``tables()`` gave."""
+        with self._lock:
+            self._restore(tables, meta)
 
     def _load_snapshot(self) -> None:
         """Start from the newest valid snapshot (if any): the Projector then replays only the tail."""
@@ -1140,15 +1183,19 @@ class StateProjection(Projection):
             self._notes.setdefault((r["tenant"], r["user_id"]), {})[r["note_id"]] = NoteInfo(
                 note_id=r["note_id"], text=r["text"], time=r["time"], user_id=r["note_user"])
             self._note_owner[(r["tenant"], r["note_id"])] = r["user_id"]
-        sdec = msgspec.msgpack.Decoder(_ScheduleRow)
-        for r in t["schedules"].to_pylist():
-            d = sdec.decode(r["detail"])
-            x = _Schedule.__new__(_Schedule)
-            x.user_id, x.fields = r["schedule_user"], dict(d.fields, next_run_at=d.next_run_at)
-            x.created, x.updated, x.runs = d.created, d.updated, set(d.runs)
-            x.history, x.run_count, x.failures = list(d.history), d.run_count, d.failures
-            self._schedules.setdefault((r["tenant"], r["user_id"]), {})[r["schedule_id"]] = x
-            self._schedule_owner[(r["tenant"], r["schedule_id"])] = r["user_id"]
+        # column-wise, each row kept encoded until used (``_schedule``), with no Python loop per row: a
+        # schedules actor's restore was mostly building every schedule (to_pylist, decode) before
+        sc = t["schedules"]
+        tenants, users, sids, susers, details = (sc.column(c).to_numpy(zero_copy_only=False).tolist() for c in
+                                                 ("tenant", "user_id", "schedule_id", "schedule_user", "detail"))
+        rows = zip(tenants, users, sids, details)
+        for key, group in itertools.groupby(rows, key=operator.itemgetter(0, 1)):  # written grouped by user
+            self._schedules.setdefault(key, {}).update(map(operator.itemgetter(2, 3), group))
+        self._schedule_owner.update(zip(zip(tenants, sids), users))
+        if any(map(operator.ne, susers, users)):  # a row whose owner differs from its key (never written so): decode it
+            for tenant, user, sid, suser, detail in zip(tenants, users, sids, susers, details):
+                if suser != user:
+                    self._schedules[(tenant, user)][sid] = _schedule_from_row(suser, detail)
         tb = t["tombstones"]
         for kind, tenant, ident, tm in zip(_col(tb, "kind"), _col(tb, "tenant"), _col(tb, "id"), _col(tb, "time")):
             if kind.startswith("user:"):
