@@ -20,7 +20,7 @@ import uuid
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from ..events import EventLog, RecordedEvent
 from ..projections._snapshot import SnapshotStore, SnapshotWarning
 
-__all__ = ["ActorSnapshots", "ActorSnapshot", "IdSet", "column", "times", "no_gc", "restore_actor", "save_actor"]
+__all__ = ["ActorSnapshots", "ActorSnapshot", "IdSet", "column", "times", "no_gc", "restore_actor", "save_actor", "start_actor"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _US = dt.timedelta(microseconds=1)
@@ -203,6 +203,18 @@ def restore_actor(actor: Any, kind: str, schema: int) -> "ActorSnapshot | None":
         actor._reset()
         return None
     return snap
+
+
+def start_actor(actor: Any, kind: str, schema: int, fold: Callable[[Sequence[RecordedEvent]], None]) -> None:
+    """Rebuild ``actor``'s fold (its lock held): reset, its snapshot plus the stream's tail (or the whole stream), folded."""
+    actor._reset()
+    actor.version = actor.log.stream_version(actor.stream)
+    snap = restore_actor(actor, kind, schema)
+    recs = snap.tail if snap is not None else actor.log.read_stream(actor.stream)
+    fold(recs)
+    actor.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
+    if recs:
+        actor.version = max(actor.version, recs[-1].version)
 
 
 def save_actor(actor: Any, kind: str, schema: int, contents: Any, force: bool = False) -> bool:

@@ -26,6 +26,7 @@ from ..events import (
     FactReinforced,
     FactSuperseded,
     NewEvent,
+    RecordedEvent,
     UserForgotten,
 )
 from ..events.streams import facts_stream
@@ -34,7 +35,7 @@ from ..providers import LLM, Embedder
 from ..projections._vectors import VectorSlots
 from ..providers._base import Coalescer
 from ._config import MemoryConfig
-from ._snapshots import ActorSnapshot, ActorSnapshots, column, restore_actor, save_actor, times
+from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 
 __all__ = ["FactCurator", "RememberItem"]
@@ -135,15 +136,7 @@ class FactCurator:
     def reload(self) -> None:
         """Rebuild the fold: from the curator's snapshot and the stream's tail after it, or the whole stream."""
         with self._lock:
-            self._reset()
-            self.version = self.log.stream_version(self.stream)
-            snap = self._load_snapshot()
-            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
-            for rec in recs:
-                self._fold(rec.decode(), rec.time)
-            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
-            if recs:
-                self.version = max(self.version, recs[-1].version)
+            start_actor(self, "curator", SNAPSHOT_SCHEMA, self._fold_records)
             self.save_snapshot()  # a long replay is paid once, not on every start
 
     def _reset(self) -> None:
@@ -159,8 +152,9 @@ class FactCurator:
         self._covered = -1  # the stream version the snapshot on disk covers
 
     # -- snapshots -------------------------------------------------------------------
-    def _load_snapshot(self) -> ActorSnapshot | None:
-        return restore_actor(self, "curator", SNAPSHOT_SCHEMA)
+    def _fold_records(self, recs: Sequence[RecordedEvent]) -> None:
+        for rec in recs:
+            self._fold(rec.decode(), rec.time)
 
     def _restore(self, snap: ActorSnapshot) -> None:
         t, meta = snap.tables, snap.meta

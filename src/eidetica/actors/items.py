@@ -31,10 +31,11 @@ import msgspec
 import pyarrow as pa
 
 from ..errors import InvalidInput, WrongExpectedVersion
-from ..events import ChunksEmbedded, EventLog, ItemDeleted, ItemPut, ItemTouched, NewEvent, UserForgotten, utcnow
+from ..events import (ChunksEmbedded, EventLog, ItemDeleted, ItemPut, ItemTouched, NewEvent, RecordedEvent, UserForgotten,
+                      utcnow)
 from ..events.streams import items_stream
 from ..providers import Embedder
-from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, column, restore_actor, save_actor
+from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, column, save_actor, start_actor
 from ._text import vectors_to_bytes
 
 __all__ = ["ItemsActor", "WriteBehind", "item_id", "namespace_key"]
@@ -162,18 +163,14 @@ class ItemsActor:
     def reload(self) -> None:
         """Rebuild the fold (snapshot + tail, or the whole stream), then embed the puts still waiting for vectors."""
         with self._lock:
-            self._reset()
-            self.version = self.log.stream_version(self.stream)
-            snap = restore_actor(self, "items", SNAPSHOT_SCHEMA)
-            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
-            for rec in recs:
-                self._fold(rec.decode(), rec.time)
-            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
-            if recs:
-                self.version = max(self.version, recs[-1].version)
+            start_actor(self, "items", SNAPSHOT_SCHEMA, self._fold_records)
             self.save_snapshot()  # a long replay is paid once, not on every start
             if self.unembedded:  # a crash came between a put and its vectors: embed them now
                 self._queue(list(self.unembedded.values()))
+
+    def _fold_records(self, recs: Sequence[RecordedEvent]) -> None:
+        for rec in recs:
+            self._fold(rec.decode(), rec.time)
 
     def _reset(self) -> None:
         self.live = IdSet()  # the user's live item ids: what deletes decide on

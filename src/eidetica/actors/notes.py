@@ -19,7 +19,7 @@ from ..errors import NotFound, WrongExpectedVersion
 from ..events import ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, RecordedEvent, UserForgotten
 from ..events.streams import notes_stream
 from ..providers import Embedder
-from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, restore_actor, save_actor
+from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, save_actor, start_actor
 from ._text import check_text, vectors_to_bytes
 
 __all__ = ["NotesActor"]
@@ -47,14 +47,7 @@ class NotesActor:
     def reload(self) -> None:
         """Rebuild the fold: from the actor's snapshot and the stream's tail after it, or the whole stream."""
         with self._lock:
-            self._reset()
-            self.version = self.log.stream_version(self.stream)
-            snap = restore_actor(self, "notes", SNAPSHOT_SCHEMA)
-            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
-            self._fold(recs)
-            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
-            if recs:
-                self.version = max(self.version, recs[-1].version)
+            start_actor(self, "notes", SNAPSHOT_SCHEMA, self._fold)
             self.save_snapshot()  # a long replay is paid once, not on every start
 
     def _reset(self) -> None:

@@ -33,7 +33,7 @@ from ..events import (
 from ..events.streams import schedules_stream
 from ..projections import ScheduleInfo, StateProjection
 from ._config import MemoryConfig
-from ._snapshots import ActorSnapshot, ActorSnapshots, restore_actor, save_actor
+from ._snapshots import ActorSnapshot, ActorSnapshots, save_actor, start_actor
 from ._text import check_id, check_text
 
 __all__ = ["Schedules", "SchedulesActor", "ScheduleInfo", "CADENCES", "OUTPUT_SUMMARY_CHARS"]
@@ -128,14 +128,7 @@ class SchedulesActor:
     def reload(self) -> None:
         """Rebuild the fold (constructor, and after a concurrent writer): snapshot + the stream's tail, or the whole stream."""
         with self._lock:
-            self._reset()
-            self.version = self.log.stream_version(self.stream)
-            snap = restore_actor(self, "schedules", SNAPSHOT_SCHEMA)
-            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
-            self._view.apply(recs)
-            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
-            if recs:
-                self.version = max(self.version, recs[-1].version)
+            start_actor(self, "schedules", SNAPSHOT_SCHEMA, lambda recs: self._view.apply(recs))
             self.save_snapshot()  # a long replay is paid once, not on every start
 
     def _reset(self) -> None:

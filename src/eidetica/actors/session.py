@@ -18,6 +18,7 @@ from ..events import (
     MessageAppended,
     MessageRetracted,
     NewEvent,
+    RecordedEvent,
     SessionForgotten,
     SessionStarted,
     SummaryCommitted,
@@ -26,7 +27,7 @@ from ..events.streams import session_stream, summary_stream
 from ..providers import Embedder, count_tokens
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Message
-from ._snapshots import ActorSnapshot, ActorSnapshots, column, restore_actor, save_actor, times
+from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
 from ._text import check_metadata, check_text, chunk_text, content_hash, vectors_to_bytes
 
 __all__ = ["SessionActor", "ROLES", "SUMMARY_PREFIX"]
@@ -70,15 +71,7 @@ class SessionActor:
     def reload(self) -> None:
         """Rebuild the fold: from the actor's snapshot and the stream's tail after it, or the whole stream."""
         with self._lock:
-            self._reset()
-            self.version = self.log.stream_version(self.stream)
-            snap = self._load_snapshot()
-            recs = snap.tail if snap is not None else self.log.read_stream(self.stream)
-            for rec in recs:
-                self._fold(rec.decode(), rec.time, rec.event_id, rec.offset, rec.version)
-            self.replayed = len(recs)  # what this start folded: the tail after a snapshot, or the whole stream
-            if recs:
-                self.version = max(self.version, recs[-1].version)
+            start_actor(self, "session", SNAPSHOT_SCHEMA, self._fold_records)
             self._load_summary()
             self.save_snapshot()  # a long replay is paid once, not on every start
 
@@ -100,8 +93,9 @@ class SessionActor:
         self._covered = -1  # the stream version the snapshot on disk covers
 
     # -- snapshots -------------------------------------------------------------------
-    def _load_snapshot(self) -> ActorSnapshot | None:
-        return restore_actor(self, "session", SNAPSHOT_SCHEMA)
+    def _fold_records(self, recs: Sequence[RecordedEvent]) -> None:
+        for rec in recs:
+            self._fold(rec.decode(), rec.time, rec.event_id, rec.offset, rec.version)
 
     def _restore(self, snap: ActorSnapshot) -> None:
         t, meta = snap.tables, snap.meta
