@@ -283,6 +283,25 @@ def test_forgotten_text_is_nowhere_on_disk_after_compact(tmp_path) -> None:
             assert marker_user not in rows and marker_session not in rows, f
 
 
+def test_a_deleted_schedules_text_is_nowhere_on_disk_after_compact(tmp_path) -> None:
+    path = tmp_path / "store"
+    gone, kept = "WOMBAT-SCHEDULE-MARKER-4410", "keep the weekly review"
+    with open_store(path) as m:
+        s = m.schedules.create(f"call {gone}", "interval", 3600, user="ada", payload={"note": f"about {gone}"})
+        m.schedules.update(s.schedule_id, user="ada", name=f"call {gone} soon")
+        m.schedules.record_run(s.schedule_id, {"status": "ok", "output": f"reminded of {gone}"}, user="ada")
+        k = m.schedules.create(kept, "interval", 3600, user="ada")
+        m.schedules.delete(s.schedule_id, user="ada")
+        assert m.compact()["redacted"] >= 3
+        assert [x.name for x in m.schedules.search("review", user="ada")] == [kept]
+    for f in path.rglob("*"):
+        if f.is_file():
+            assert gone.encode() not in f.read_bytes(), f
+    with open_store(path) as m:  # reopened from the compacted log: the kept schedule, the deleted one gone
+        assert m.schedules.get(k.schedule_id, user="ada").name == kept
+        assert m.schedules.count(user="ada") == 1
+
+
 # -- concurrency, permissions ----------------------------------------------------------------
 def test_second_process_gets_a_clear_error(tmp_path) -> None:
     path = tmp_path / "store"

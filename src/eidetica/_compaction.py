@@ -19,7 +19,8 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
     tombs: dict[str, int] = {}
     deleted: set[str] = set()  # users asked: the content goes
     inactive: set[str] = set()  # superseded or pruned: history stays, rows go
-    gone_types = {"SessionForgotten", "UserForgotten", "FactDeleted", "NoteDeleted", "FactSuperseded", "FactPruned"}
+    gone_types = {"SessionForgotten", "UserForgotten", "FactDeleted", "NoteDeleted", "ScheduleDeleted", "FactSuperseded",
+                  "FactPruned"}
     # items: (stream, item id) -> version of its last delete / its last put; the events of an
     # item before its last delete are forgotten, its chunks before its last put are stale
     item_gone: dict[tuple[str, str], int] = {}
@@ -40,8 +41,8 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
                     deleted.add(ev.decode().message_id or "-")  # type: ignore[attr-defined]
                 elif ev.type in gone_types:
                     d = ev.decode()
-                    ident = getattr(d, "fact_id", "") or getattr(d, "note_id", "")
-                    (deleted if ev.type in ("FactDeleted", "NoteDeleted") else inactive).add(ident)
+                    ident = getattr(d, "fact_id", "") or getattr(d, "note_id", "") or getattr(d, "schedule_id", "")
+                    (deleted if ev.type in ("FactDeleted", "NoteDeleted", "ScheduleDeleted") else inactive).add(ident)
     redact: dict[int, set[int]] = {}
     live: list[tuple[RecordedEvent, Any]] = []
     latest_summary: dict[str, int] = {}
@@ -65,6 +66,9 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
                     d = ev.decode()
                     src = getattr(d, "source_id", None) or getattr(d, "fact_id", None) or getattr(d, "note_id", "")
                     forgotten = src in deleted
+                elif not forgotten and ev.type in ("ScheduleCreated", "ScheduleUpdated", "ScheduleRun"):
+                    # a deleted schedule's name, payload and run outputs are the user's text too
+                    forgotten = ev.decode().schedule_id in deleted  # type: ignore[attr-defined]
                 elif not forgotten and ev.type == "MessageAppended":
                     forgotten = ev.event_id.hex in deleted  # taken back (MessageRetracted)
                 if forgotten:
