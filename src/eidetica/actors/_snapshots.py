@@ -11,6 +11,7 @@ stays the truth; ``compact`` removes every actor snapshot (they may hold forgott
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import gc
 import hashlib
@@ -82,14 +83,8 @@ class IdSet:
 
     def _restored(self, x: str) -> bool:
         a = self._sorted
-        lo, hi = 0, len(a)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if a[mid].as_py() < x:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo < len(a) and a[lo].as_py() == x
+        i = bisect.bisect_left(a, x, key=lambda v: v.as_py())  # the stdlib's bisection over the Arrow column
+        return i < len(a) and a[i].as_py() == x
 
     def __contains__(self, x: object) -> bool:
         return isinstance(x, str) and (x in self._added or (x not in self._gone and self._restored(x)))
