@@ -134,9 +134,12 @@ def server(tmp_path_factory):
     s.stop()
 
 
-def keys_cli(*args: str, store: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN), "keys", *args, "--path", str(store)], capture_output=True, text=True,
-                          env=ENV, timeout=300)
+def keys_cli(*args: str, store: Path, env_path: bool = False) -> subprocess.CompletedProcess:
+    """`eidetica keys ...` on ``store``, named by --path or (``env_path``) by $EIDETICA_PATH alone."""
+    where = [] if env_path else ["--path", str(store)]
+    env = dict(ENV, EIDETICA_PATH=str(store)) if env_path else ENV
+    return subprocess.run([str(BIN), "keys", *args, *where], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=store.parent)
 
 
 @pytest.mark.slow
@@ -144,8 +147,9 @@ def test_keys_cli_and_auth_against_a_served_store(server) -> None:
     # no key configured: loopback serves the default tenant without auth
     anon = eidetica.connect(server.url)
     anon.remember("the default tenant's fact", user="u")
-    out = keys_cli("create", "--tenant", "acme", "--name", "ci", store=server.store)
+    out = keys_cli("create", "--tenant", "acme", "--name", "ci", store=server.store, env_path=True)
     assert out.returncode == 0, out.stderr
+    assert not (server.store.parent / "eidetica-data").exists()  # the key went to the served store
     key = out.stdout.strip().splitlines()[-1]
     assert key.startswith("ek_") and "shown" not in out.stdout
     # keys now exist: every request needs one, and acts in its tenant
@@ -159,7 +163,7 @@ def test_keys_cli_and_auth_against_a_served_store(server) -> None:
     listed = keys_cli("list", store=server.store)
     assert "acme" in listed.stdout and key not in listed.stdout
     kid = key.split("_")[1]
-    assert keys_cli("revoke", kid, store=server.store).returncode == 0
+    assert keys_cli("revoke", kid, store=server.store, env_path=True).returncode == 0
     with pytest.raises(Unauthorized):  # at once: the running server re-reads the key file
         m.list_memories(user="u")
     m.close()
@@ -169,8 +173,11 @@ def test_keys_cli_and_auth_against_a_served_store(server) -> None:
 @pytest.mark.slow
 def test_serve_refuses_a_public_address_without_keys(tmp_path) -> None:
     out = subprocess.run([str(BIN), "serve", "--path", str(tmp_path / "s"), "--host", "0.0.0.0", "--port", "1"],
-                         capture_output=True, text=True, env=ENV, timeout=300)
+                         capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path)
     assert out.returncode != 0 and "without API keys" in out.stderr
+    one_line = out.stderr.replace("\n", "")
+    assert f"keys create --path {tmp_path / 's'}" in one_line and "--host 127.0.0.1" in one_line
+    assert list(tmp_path.iterdir()) == []  # refused before anything was created
 
 
 @pytest.mark.slow

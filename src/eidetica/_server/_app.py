@@ -297,7 +297,8 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         if not loopback:
             raise Unauthorized("no API key is configured; this server only serves loopback without keys")
         if bearer:
-            raise Unauthorized("this server has no API keys; create one with `eidetica keys create`")
+            raise Unauthorized("this server has no API keys; create one with `eidetica keys create --path STORE "
+                               "--tenant NAME` (STORE: the --path this server serves)")
         return memory.tenant
 
     app.state.authenticate = authenticate
