@@ -854,3 +854,78 @@ def test_two_clients_of_one_server_read_each_others_writes_through_min_offset(se
         for t in threads:
             t.join()
         assert len(offsets) == 8 and a.written == {0: max(offsets)} and b.written == {}
+
+
+# -- one API (issue #36): what connect() lacked, on every way to reach a store ------------------------------------
+def test_notes_are_listed_and_updated_in_place(mem, clock, runtime) -> None:
+    first = mem.store_note("The spare key is under the blue pot", user="ada")
+    clock.now += dt.timedelta(minutes=1)
+    second = mem.store_note("Dentist on the 14th at 9:00", user="ada")
+    mem.store_note("Bob's note", user="bob")
+    listed = [n.note_id for n in mem.list_notes(user="ada")]
+    assert sorted(listed) == sorted([first, second]) and len(mem.list_notes(user="ada", limit=1)) == 1
+    if runtime != "ray":  # Ray's actors keep their own copy of the test clock
+        assert listed == [second, first]  # newest first
+    mem.update_note(first, "The spare key is with the neighbour now", user="ada")
+    texts = {n.note_id: n.text for n in mem.list_notes(user="ada")}
+    assert texts[first] == "The spare key is with the neighbour now"
+    assert "neighbour" in mem.context("spare key", user="ada")
+    with pytest.raises(NotFound):
+        mem.update_note(first, "not hers", user="bob")
+    with pytest.raises(InvalidInput) as e:
+        mem.list_notes(user="ada", limit=0)
+    assert e.value.field == "limit"
+
+
+def test_every_search_option_reaches_the_store(mem) -> None:
+    mem.session("trip", user="ada").append("user", "The ryokan in Kyoto is booked for April")
+    mem.session("work", user="ada").append("user", "The Kyoto offsite budget is approved")
+    only = mem.search("Kyoto", user="ada", session_id="work", min_score=0.0, fusion="minmax", time_weight=0.0,
+                      neighbors=(0.1, 0.1), kinds=("message",), candidates=20)
+    assert {h.session_id for h in only} == {"work"}
+    with pytest.raises(InvalidInput) as e:
+        mem.search("Kyoto", user="ada", fusion="magic")
+    assert e.value.field == "fusion"
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_export_writes_the_format_its_name_asks_and_import_reads_it_back(mem, tmp_path, suffix) -> None:
+    mem.session("s", user="ada").append("user", "I keep bees on the roof")
+    mem.store_note("Harvest honey in August", user="ada")
+    path = tmp_path / f"dump.{suffix}"
+    n = mem.export(path)
+    assert n >= 3
+    if suffix == "parquet":
+        import pyarrow.parquet as pq
+
+        assert pq.read_table(path).num_rows == n  # Parquet, not JSONL under that name
+    else:
+        assert len(path.read_text().splitlines()) == n
+    assert mem.import_(path) == n  # idempotent by event id: nothing is doubled
+    assert [m.content for m in mem.session("s", user="ada").history()] == ["I keep bees on the roof"]
+
+
+def test_maintenance_runs_on_every_mode(mem) -> None:
+    mem.session("s", user="ada").append("user", "My locker code is 4471")
+    fact = mem.remember("Ada's locker code is 4471", user="ada")
+    mem.forget(fact, user="ada")
+    report = mem.compact()
+    assert isinstance(report, dict)
+    assert not [h for h in mem.list_memories(user="ada") if h.id == fact]
+    assert mem.rebuild() >= 1
+    assert mem.search("locker", user="ada", min_score=0.0)
+    assert isinstance(mem.snapshot(), str)  # the store holds events: a snapshot is written
+    assert set(mem.housekeep()) >= {"log_checkpoints", "state_snapshot"}
+    assert mem.retry_pending() == 0 and mem.pending_writes == 0
+    assert mem.for_tenant(mem.tenant).tenant == mem.tenant
+
+
+def test_what_cannot_cross_the_wire_is_refused_clearly(mem) -> None:
+    if not is_remote(mem):
+        pytest.skip("embedded and Ray handles hold the store")
+    with pytest.raises(InvalidInput) as e:
+        mem.reembed(HashEmbedder(dim=32))
+    assert e.value.field == "embedder" and "eidetica reembed --path" in str(e.value)
+    with pytest.raises(InvalidInput) as e:
+        mem.for_tenant("someone-else")
+    assert e.value.field == "tenant"

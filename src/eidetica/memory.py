@@ -38,7 +38,7 @@ from .events import (
 )
 from ._pending import WRITE_ERROR_MODES, PendingWrites
 from .events.streams import meta_stream, parse_stream
-from .projections import LocalViews, SearchHit
+from .projections import LocalViews, NoteInfo, SearchHit
 from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SearchOptions
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
@@ -462,6 +462,13 @@ class Memory:
         check_text("text", text)
         note_id = f"note-{uuid.uuid4()}"  # chosen here: a queued note already has its id
         return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(text, note_id=note_id), note_id)
+
+    def list_notes(self, *, user: str, limit: int = 20) -> list[NoteInfo]:
+        """The user's notes, newest first."""
+        check_id("user", user)
+        _check_k("limit", limit)
+        self._sync()
+        return self.state.notes(self.tenant, user)[:limit]
 
     def update_note(self, note_id: str, text: str, *, user: str) -> None:
         """Replace a note's text, keeping its id (the old text stays in the log until the note is deleted and compacted)."""
