@@ -55,3 +55,51 @@ def test_remote_classes_have_every_public_method_with_the_same_parameters(local:
     for name in sorted(set(there) - set(here)):
         problems.append(f"{remote.__name__}.{name} has no counterpart on {local.__name__}")
     assert not problems, "\n".join(problems)
+
+
+def test_a_refused_connection_raises_unavailable_saying_nothing_was_sent() -> None:
+    import pickle
+
+    import eidetica
+    from tests.served import free_port
+
+    with pytest.raises(eidetica.Unavailable) as e:
+        eidetica.connect(f"http://127.0.0.1:{free_port()}", retries=1)
+    assert e.value.sent is False and "nothing was sent" in str(e.value) and "GET /v1/stats" in str(e.value)
+    assert isinstance(e.value, eidetica.EideticaError)
+    again = pickle.loads(pickle.dumps(e.value))
+    assert type(again) is eidetica.Unavailable and again.sent is False
+
+
+def test_a_server_that_never_answers_raises_unavailable_saying_what_to_retry() -> None:
+    import socket
+    import threading
+
+    import eidetica
+
+    quiet = socket.socket()
+    quiet.bind(("127.0.0.1", 0))
+    quiet.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:  # takes connections, reads nothing, answers nothing
+        quiet.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(quiet.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        with pytest.raises(eidetica.Unavailable) as e:
+            eidetica.connect(f"http://127.0.0.1:{quiet.getsockname()[1]}", timeout=0.3, retries=0)
+        assert e.value.sent is True and "retry the call" in str(e.value) and "ReadTimeout" in str(e.value)
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        quiet.close()

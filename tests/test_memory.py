@@ -810,7 +810,8 @@ def test_written_grows_with_each_write_and_min_offset_reads_it(mem) -> None:
 def test_a_bad_min_offset_is_refused_naming_the_field_and_changes_nothing(mem) -> None:
     mem.session("c", user="u").append("assistant", "I went hiking on Sunday")
     before, events = mem.written, log_head(mem)
-    for bad in ("latest", 1.5, True, {99: 3}, {-1: 3}, {0: "3"}, {0: True}, {0: 2.0}, {"0": 3}, {True: 3}, [0, 3]):
+    for bad in ("latest", 1.5, True, {99: 3}, {-1: 3}, {0: "3"}, {0: True}, {0: 2.0}, {"x": 3}, {"99": 3},
+                {"0": 3, "00": 3}, {True: 3}, [0, 3]):
         for read in (mem.search, mem.recall):
             with pytest.raises(InvalidInput) as e:
                 read("hiking", user="u", min_offset=bad)
@@ -929,3 +930,33 @@ def test_what_cannot_cross_the_wire_is_refused_clearly(mem) -> None:
     with pytest.raises(InvalidInput) as e:
         mem.for_tenant("someone-else")
     assert e.value.field == "tenant"
+
+
+def test_min_offset_takes_the_headers_own_form(mem) -> None:
+    offset = mem.session("h", user="u").append("assistant", "The tide turns at noon")
+    header = {str(p): o for p, o in mem.written.items()}  # Eidetica-Written's JSON: string keys
+    assert header == {"0": offset}
+    hits = mem.search("tide", user="u", min_offset=header, min_score=0.0)
+    assert [h.text for h in hits][:1] == ["The tide turns at noon"]
+    assert mem.recall("tide", user="u", min_offset=header) is not None
+
+
+def test_an_embedded_read_waits_for_a_future_min_offset_then_refuses(tmp_path) -> None:
+    from eidetica.errors import ReplicaBehind
+
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), replica_timeout=0.2) as m:
+        head = m.session("a", user="u").append("assistant", "The gate code is 1234")
+        with pytest.raises(ReplicaBehind) as e:  # never an answer that silently misses the offset
+            m.search("gate", user="u", min_offset=head + 1000)
+        assert e.value.wanted == {0: head + 1001} and e.value.timeout == 0.2
+    with pytest.raises(InvalidInput) as e:
+        eidetica.open(tmp_path / "t", embedder=HashEmbedder(dim=64), replica_timeout=-1)
+    assert e.value.field == "replica_timeout"
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        s = m.session("b", user="u")
+        wanted = m.log.head()  # the next write's first offset (one atomic batch with its message)
+        late = threading.Timer(0.3, lambda: s.append("assistant", "The boat leaves from pier 9"))
+        late.start()
+        hits = m.search("boat pier", user="u", min_offset=wanted, min_score=0.0)  # another thread's write, waited for
+        late.join()
+        assert [h.text for h in hits][:1] == ["The boat leaves from pier 9"]

@@ -30,7 +30,7 @@ import msgspec
 
 from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
-from .errors import InvalidInput
+from .errors import InvalidInput, Unavailable
 from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS
 from .projections._state import ItemInfo, NoteInfo, SessionInfo
 from ._transfer import write_export
@@ -66,16 +66,22 @@ def _seconds(field: str, value: Any) -> float | None:
 
 
 def _floor(min_offset: Any) -> Any:
-    """``min_offset`` for the wire: partitions must be ints (JSON makes them strings; the server reads them back).
+    """``min_offset`` for the wire: ``{partition: offset}`` with int or header-form ("0") keys, as JSON's strings.
 
     Offsets and partition ranges are the server's to check, exactly as ``Memory`` checks them.
     """
     if isinstance(min_offset, Mapping):
         for p in min_offset:
-            if isinstance(p, bool) or not isinstance(p, int):
+            if isinstance(p, bool) or not isinstance(p, (int, str)):
                 raise InvalidInput("min_offset", f"partition {p!r} is not an int", dict(min_offset))
         return {str(p): o for p, o in min_offset.items()}
     return min_offset
+
+
+def _unavailable(url: str, request: str, e: httpx.TransportError) -> Unavailable:
+    """``Unavailable`` for a transport failure (never the raw httpx error): whether the request left decides what to retry."""
+    sent = not isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout))
+    return Unavailable(url, request, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__, sent)
 
 
 def connect(url: str, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 3) -> "RemoteMemory":
@@ -147,7 +153,7 @@ class RemoteMemory:
             except httpx.TransportError as e:
                 never_sent = isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout))
                 if attempt >= self.retries or (retry == "connect" and not never_sent):
-                    raise
+                    raise _unavailable(self.url, f"{method} {path}", e) from None
                 attempt += 1
                 time.sleep(min(2.0, 0.1 * 2**attempt))
                 continue
@@ -341,11 +347,14 @@ class RemoteMemory:
 
     def export(self, path: str | os.PathLike[str]) -> int:
         """Write this tenant's events (JSONL, or Parquet for ``.parquet``) from the served store; returns how many."""
-        with self._http.stream("GET", "/v1/export") as r:
-            if r.status_code >= 400:
-                r.read()
-                raise error_from_body(r.status_code, r.json())
-            return write_export((json.loads(line) for line in r.iter_lines() if line.strip()), path)
+        try:
+            with self._http.stream("GET", "/v1/export") as r:
+                if r.status_code >= 400:
+                    r.read()
+                    raise error_from_body(r.status_code, r.json())
+                return write_export((json.loads(line) for line in r.iter_lines() if line.strip()), path)
+        except httpx.TransportError as e:
+            raise _unavailable(self.url, "GET /v1/export", e) from None
 
     def import_(self, path: str | os.PathLike[str]) -> int:
         """Append events exported by ``export`` into this tenant (idempotent by event id)."""
