@@ -810,7 +810,8 @@ def test_written_grows_with_each_write_and_min_offset_reads_it(mem) -> None:
 def test_a_bad_min_offset_is_refused_naming_the_field_and_changes_nothing(mem) -> None:
     mem.session("c", user="u").append("assistant", "I went hiking on Sunday")
     before, events = mem.written, log_head(mem)
-    for bad in ("latest", 1.5, True, {99: 3}, {-1: 3}, {0: "3"}, {0: True}, {0: 2.0}, {"0": 3}, {True: 3}, [0, 3]):
+    for bad in ("latest", 1.5, True, {99: 3}, {-1: 3}, {0: "3"}, {0: True}, {0: 2.0}, {"x": 3}, {"99": 3},
+                {"0": 3, "00": 3}, {True: 3}, [0, 3]):
         for read in (mem.search, mem.recall):
             with pytest.raises(InvalidInput) as e:
                 read("hiking", user="u", min_offset=bad)
@@ -854,3 +855,108 @@ def test_two_clients_of_one_server_read_each_others_writes_through_min_offset(se
         for t in threads:
             t.join()
         assert len(offsets) == 8 and a.written == {0: max(offsets)} and b.written == {}
+
+
+# -- one API (issue #36): what connect() lacked, on every way to reach a store ------------------------------------
+def test_notes_are_listed_and_updated_in_place(mem, clock, runtime) -> None:
+    first = mem.store_note("The spare key is under the blue pot", user="ada")
+    clock.now += dt.timedelta(minutes=1)
+    second = mem.store_note("Dentist on the 14th at 9:00", user="ada")
+    mem.store_note("Bob's note", user="bob")
+    listed = [n.note_id for n in mem.list_notes(user="ada")]
+    assert sorted(listed) == sorted([first, second]) and len(mem.list_notes(user="ada", limit=1)) == 1
+    if runtime != "ray":  # Ray's actors keep their own copy of the test clock
+        assert listed == [second, first]  # newest first
+    mem.update_note(first, "The spare key is with the neighbour now", user="ada")
+    texts = {n.note_id: n.text for n in mem.list_notes(user="ada")}
+    assert texts[first] == "The spare key is with the neighbour now"
+    assert "neighbour" in mem.context("spare key", user="ada")
+    with pytest.raises(NotFound):
+        mem.update_note(first, "not hers", user="bob")
+    with pytest.raises(InvalidInput) as e:
+        mem.list_notes(user="ada", limit=0)
+    assert e.value.field == "limit"
+
+
+def test_every_search_option_reaches_the_store(mem) -> None:
+    mem.session("trip", user="ada").append("user", "The ryokan in Kyoto is booked for April")
+    mem.session("work", user="ada").append("user", "The Kyoto offsite budget is approved")
+    only = mem.search("Kyoto", user="ada", session_id="work", min_score=0.0, fusion="minmax", time_weight=0.0,
+                      neighbors=(0.1, 0.1), kinds=("message",), candidates=20)
+    assert {h.session_id for h in only} == {"work"}
+    with pytest.raises(InvalidInput) as e:
+        mem.search("Kyoto", user="ada", fusion="magic")
+    assert e.value.field == "fusion"
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_export_writes_the_format_its_name_asks_and_import_reads_it_back(mem, tmp_path, suffix) -> None:
+    mem.session("s", user="ada").append("user", "I keep bees on the roof")
+    mem.store_note("Harvest honey in August", user="ada")
+    path = tmp_path / f"dump.{suffix}"
+    n = mem.export(path)
+    assert n >= 3
+    if suffix == "parquet":
+        import pyarrow.parquet as pq
+
+        assert pq.read_table(path).num_rows == n  # Parquet, not JSONL under that name
+    else:
+        assert len(path.read_text().splitlines()) == n
+    assert mem.import_(path) == n  # idempotent by event id: nothing is doubled
+    assert [m.content for m in mem.session("s", user="ada").history()] == ["I keep bees on the roof"]
+
+
+def test_maintenance_runs_on_every_mode(mem) -> None:
+    mem.session("s", user="ada").append("user", "My locker code is 4471")
+    fact = mem.remember("Ada's locker code is 4471", user="ada")
+    mem.forget(fact, user="ada")
+    report = mem.compact()
+    assert isinstance(report, dict)
+    assert not [h for h in mem.list_memories(user="ada") if h.id == fact]
+    assert mem.rebuild() >= 1
+    assert mem.search("locker", user="ada", min_score=0.0)
+    assert isinstance(mem.snapshot(), str)  # the store holds events: a snapshot is written
+    assert set(mem.housekeep()) >= {"log_checkpoints", "state_snapshot"}
+    assert mem.retry_pending() == 0 and mem.pending_writes == 0
+    assert mem.for_tenant(mem.tenant).tenant == mem.tenant
+
+
+def test_what_cannot_cross_the_wire_is_refused_clearly(mem) -> None:
+    if not is_remote(mem):
+        pytest.skip("embedded and Ray handles hold the store")
+    with pytest.raises(InvalidInput) as e:
+        mem.reembed(HashEmbedder(dim=32))
+    assert e.value.field == "embedder" and "eidetica reembed --path" in str(e.value)
+    with pytest.raises(InvalidInput) as e:
+        mem.for_tenant("someone-else")
+    assert e.value.field == "tenant"
+
+
+def test_min_offset_takes_the_headers_own_form(mem) -> None:
+    offset = mem.session("h", user="u").append("assistant", "The tide turns at noon")
+    header = {str(p): o for p, o in mem.written.items()}  # Eidetica-Written's JSON: string keys
+    assert header == {"0": offset}
+    hits = mem.search("tide", user="u", min_offset=header, min_score=0.0)
+    assert [h.text for h in hits][:1] == ["The tide turns at noon"]
+    assert mem.recall("tide", user="u", min_offset=header) is not None
+
+
+def test_an_embedded_read_waits_for_a_future_min_offset_then_refuses(tmp_path) -> None:
+    from eidetica.errors import ReplicaBehind
+
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), replica_timeout=0.2) as m:
+        head = m.session("a", user="u").append("assistant", "The gate code is 1234")
+        with pytest.raises(ReplicaBehind) as e:  # never an answer that silently misses the offset
+            m.search("gate", user="u", min_offset=head + 1000)
+        assert e.value.wanted == {0: head + 1001} and e.value.timeout == 0.2
+    with pytest.raises(InvalidInput) as e:
+        eidetica.open(tmp_path / "t", embedder=HashEmbedder(dim=64), replica_timeout=-1)
+    assert e.value.field == "replica_timeout"
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        s = m.session("b", user="u")
+        wanted = m.log.head()  # the next write's first offset (one atomic batch with its message)
+        late = threading.Timer(0.3, lambda: s.append("assistant", "The boat leaves from pier 9"))
+        late.start()
+        hits = m.search("boat pier", user="u", min_offset=wanted, min_score=0.0)  # another thread's write, waited for
+        late.join()
+        assert [h.text for h in hits][:1] == ["The boat leaves from pier 9"]

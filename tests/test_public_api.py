@@ -37,6 +37,7 @@ def test_exported_names_are_pinned() -> None:
             "StorageError",
             "Unauthorized",
             "ReplicaBehind",
+            "Unavailable",
         ]
     )
     for name in eidetica.__all__:

@@ -7,7 +7,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Any, Iterable, Iterator, Union
 
 import msgspec
 
@@ -17,7 +17,10 @@ from .events.envelope import events_from_batch
 from .events.streams import parse_stream, session_stream
 from .events.types import EVENT_TYPES
 
-__all__ = ["export_events", "import_events", "tenant_events"]
+__all__ = ["event_row", "export_events", "import_events", "tenant_events", "write_export"]
+
+
+_COLUMNS = ("stream", "event_id", "time", "type", "event")  # an export row's fields, in order
 
 
 def tenant_events(log: EventLog, tenant: str) -> Iterator[RecordedEvent]:
@@ -32,29 +35,34 @@ def tenant_events(log: EventLog, tenant: str) -> Iterator[RecordedEvent]:
                     yield ev
 
 
-def export_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> int:
-    """Write a tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
-    rows = [
-        {"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(), "type": e.type,
-         "event": msgspec.to_builtins(e.decode())}
-        for e in tenant_events(log, tenant)
-    ]
+def event_row(e: RecordedEvent) -> dict[str, Any]:
+    """One exported event (a JSONL line, a Parquet row): stream, id, time, type and the event as plain data."""
+    return {"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(), "type": e.type,
+            "event": msgspec.to_builtins(e.decode())}
+
+
+def write_export(rows: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> int:
+    """Write exported rows to ``path``: Parquet for ``.parquet`` (the event as a JSON column), else JSONL; returns how many."""
     target = Path(path)
     if target.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.table({
-            "stream": [r["stream"] for r in rows], "event_id": [r["event_id"] for r in rows],
-            "time": [r["time"] for r in rows], "type": [r["type"] for r in rows],
-            "event": [json.dumps(r["event"]) for r in rows],
-        })
+        rows = [dict(r, event=json.dumps(r["event"], ensure_ascii=False)) for r in rows]
+        table = pa.table({k: pa.array([r[k] for r in rows], pa.string()) for k in _COLUMNS})
         pq.write_table(table, target)
-    else:
-        with target.open("w", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    return len(rows)
+        return len(rows)
+    n = 0
+    with target.open("w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def export_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> int:
+    """Write a tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
+    return write_export((event_row(e) for e in tenant_events(log, tenant)), path)
 
 
 def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> int:

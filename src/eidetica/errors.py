@@ -16,7 +16,8 @@ caller catches either the root or one precise leaf::
     ├── Unauthorized           a server request without a valid API key (missing, unknown, revoked)
     ├── ProviderError          an embedding or LLM provider failed after retries
     ├── StorageError           the disk refused a write (full, read-only, I/O error); carries errno and path
-    └── ReplicaBehind          a view replica did not reach a read's offset in time (no stale answer)
+    ├── ReplicaBehind          a view replica did not reach a read's offset in time (no stale answer)
+    └── Unavailable            ``eidetica.connect()`` could not reach the server (refused, timed out); says what to retry
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ __all__ = [
     "StorageError",
     "Unauthorized",
     "ReplicaBehind",
+    "Unavailable",
 ]
 
 
@@ -204,3 +206,21 @@ class ReplicaBehind(EideticaError):
             f"view replica {replica} applied {applied} but the read needs {wanted} (next offset per partition) "
             f"after {timeout:g}s; retry, or raise replica_timeout"
         )
+
+
+class Unavailable(EideticaError):
+    """The server could not be reached or did not answer (connection refused, timeout) after the client's retries.
+
+    ``sent`` is False when the request never left (nothing was done: retry freely); True when
+    it may have arrived (an append or ``remember`` is safe to retry: ids make it exactly-once).
+    """
+
+    def __init__(self, url: str, request: str, problem: str, sent: bool) -> None:
+        self._init_args = (url, request, problem, sent)
+        self.url = url
+        self.request = request
+        self.problem = problem
+        self.sent = sent
+        what = ("the request may have reached the server: retry the call (appends and remember are idempotent)"
+                if sent else "nothing was sent: retry the call once the server is up")
+        super().__init__(f"cannot reach eidetica at {url} ({request}): {problem}; {what}")

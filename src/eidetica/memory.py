@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import os
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -28,7 +29,7 @@ from ._items import Items
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
 from .actors._text import check_id, check_text, sanitize_category
-from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
+from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError, ReplicaBehind
 from .events import (
     ArrowLog,
     EmbedderChanged,
@@ -37,8 +38,9 @@ from .events import (
     RecordedEvent,
 )
 from ._pending import WRITE_ERROR_MODES, PendingWrites
+from ._wire import floor_from_json
 from .events.streams import meta_stream, parse_stream
-from .projections import LocalViews, SearchHit
+from .projections import LocalViews, NoteInfo, SearchHit
 from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SearchOptions
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
@@ -81,10 +83,11 @@ def open(  # noqa: A001 - the contract's name
             parts.path, tenant=tenant, embedder=parts.embedder, llm=parts.llm, config=parts.config, clock=clock,
             log=parts.log, runtime=parts.runtime, views=parts.views, on_write_error=on_write_error,
         )
+    replica_timeout = options.pop("replica_timeout", 30.0)  # as on Ray: how long a read waits for its min_offset
     if options:
         raise InvalidInput(sorted(options)[0], "is not an option of the local runtime")
     return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync,
-                  on_write_error=on_write_error)
+                  on_write_error=on_write_error, replica_timeout=replica_timeout)
 
 
 class Memory:
@@ -104,8 +107,12 @@ class Memory:
         runtime: Runtime | None = None,
         views: Any = None,
         on_write_error: str = "raise",
+        replica_timeout: float = 30.0,
     ) -> None:
         self.tenant = check_id("tenant", tenant)
+        if isinstance(replica_timeout, bool) or not isinstance(replica_timeout, (int, float)) or replica_timeout < 0:
+            raise InvalidInput("replica_timeout", "must be a number of seconds >= 0", replica_timeout)
+        self.replica_timeout = float(replica_timeout)
         if on_write_error not in WRITE_ERROR_MODES:
             raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
         self._pending: PendingWrites | None = PendingWrites() if on_write_error == "queue" else None
@@ -260,12 +267,13 @@ class Memory:
         return {p: h - 1 for p in range(self.log.partitions) if (h := self.log.head(p)) > 0}
 
     def _min_floor(self, min_offset: int | Mapping[int, int] | None) -> dict[int, int]:
-        """``min_offset`` as partition -> offset, checked (an int names partition 0 of a one-partition log)."""
+        """``min_offset`` as partition -> offset, checked (an int names partition 0 of a one-partition log; keys may be
+        ``Eidetica-Written``'s strings)."""
         if min_offset is None:
             return {}
         parts = self.log.partitions
         if isinstance(min_offset, Mapping):
-            items = dict(min_offset)
+            items = floor_from_json(dict(min_offset))  # the header's own form, {"0": 5}, too
         elif isinstance(min_offset, int) and not isinstance(min_offset, bool):
             if parts != 1:
                 raise InvalidInput("min_offset", f"the log has {parts} partitions: pass {{partition: offset}}",
@@ -279,6 +287,14 @@ class Memory:
             if isinstance(o, bool) or not isinstance(o, int):
                 raise InvalidInput("min_offset", f"offset {o!r} is not an int", min_offset)
         return {p: o for p, o in items.items() if o >= 0}  # -1: nothing written (a buffered append)
+
+    def _await_floor(self, floor: dict[int, int]) -> None:
+        """Wait up to ``replica_timeout`` for the log to commit ``floor``, else ``ReplicaBehind`` (never a stale answer)."""
+        deadline = time.monotonic() + self.replica_timeout
+        for p, o in floor.items():
+            if not self.log.wait_for(o, partition=p, timeout=max(0.0, deadline - time.monotonic())):
+                heads = {q: self.log.head(q) for q in floor}
+                raise ReplicaBehind("embedded", {q: x + 1 for q, x in floor.items()}, heads, self.replica_timeout)
 
     def _sync(self) -> None:
         """Read your own writes: apply everything committed before answering."""
@@ -463,6 +479,13 @@ class Memory:
         note_id = f"note-{uuid.uuid4()}"  # chosen here: a queued note already has its id
         return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(text, note_id=note_id), note_id)
 
+    def list_notes(self, *, user: str, limit: int = 20) -> list[NoteInfo]:
+        """The user's notes, newest first."""
+        check_id("user", user)
+        _check_k("limit", limit)
+        self._sync()
+        return self.state.notes(self.tenant, user)[:limit]
+
     def update_note(self, note_id: str, text: str, *, user: str) -> None:
         """Replace a note's text, keeping its id (the old text stays in the log until the note is deleted and compacted)."""
         check_id("user", user)
@@ -513,6 +536,8 @@ class Memory:
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
         SearchOptions.check(**options)  # validated before any work: bad input changes nothing
+        if floor and not hasattr(self.views, "written"):  # embedded: wait for the log to commit it, as a replica would
+            self._await_floor(floor)
         self._sync()
         # the views plan the query (names, dates) and embed it: on Ray, one call to one replica
         kw = dict(

@@ -29,6 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import EideticaError, InvalidInput, NotFound, Unauthorized
 from ..memory import Memory
+from .._transfer import event_row
 from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
 from ._keys import KeyStore
 
@@ -168,6 +169,7 @@ class SearchIn(_Body):
     user: Any = None
     top_k: Any = 10
     exclude_session: Any = None
+    session_id: Any = None
     min_score: Any = 0.60
     kinds: Any = ("message", "summary")
     mode: Any = "hybrid"
@@ -181,6 +183,8 @@ class SearchIn(_Body):
     now: Optional[dt.datetime] = None
     confidence_weight: Any = 0.0
     speaker_weight: Any = 0.0
+    time_weight: Any = None
+    fusion: Any = None
     min_offset: Any = None
 
 
@@ -515,6 +519,17 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         """Store a note; returns its id."""
         return _wrote(m, {"id": m.store_note(body.text, user=user)}, 201)
 
+    @app.get(U + "/notes", tags=["notes"])
+    def list_notes(user: str, limit: int = 20, m: Memory = M) -> Response:
+        """The user's notes, newest first."""
+        return _json(m.list_notes(user=user, limit=limit))
+
+    @app.patch(U + "/notes/{note_id}", tags=["notes"])
+    def update_note(user: str, note_id: str, body: NoteIn, m: Memory = M) -> Response:
+        """Replace a note's text, keeping its id."""
+        m.update_note(note_id, body.text, user=user)
+        return _wrote(m, {"updated": note_id})
+
     @app.delete(U + "/notes/{note_id}", tags=["notes"])
     def delete_note(user: str, note_id: str, m: Memory = M) -> Response:
         """Delete a note."""
@@ -526,8 +541,9 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     def search(body: SearchIn, m: Memory = M) -> Response:
         """Search a user's conversations across sessions (hybrid vector + full text)."""
         kw = _set(body)
-        if "kinds" in kw and isinstance(kw["kinds"], list):
-            kw["kinds"] = tuple(kw["kinds"])
+        for pair in ("kinds", "neighbors"):  # JSON arrays: the facade's tuples
+            if isinstance(kw.get(pair), list):
+                kw[pair] = tuple(kw[pair])
         if kw.get("vector_weight", 0) is None:
             kw.pop("vector_weight")
         return _json(m.search(kw.pop("query", None), user=kw.pop("user", None), **kw))
@@ -602,15 +618,33 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         m.clear(sessions=body.sessions, memories=body.memories)
         return _wrote(m, {"cleared": True})
 
+    @app.post("/v1/compact", tags=["maintenance"])
+    def compact(m: Memory = M) -> Response:
+        """Erase forgotten content from disk (the whole store's: redacted log, fresh indices); returns the report."""
+        return _wrote(m, m.compact())
+
+    @app.post("/v1/rebuild", tags=["maintenance"])
+    def rebuild(m: Memory = M) -> Response:
+        """Drop the projections and replay the log into them; returns how many events were replayed."""
+        return _json({"replayed": m.rebuild()})
+
+    @app.post("/v1/snapshot", tags=["maintenance"])
+    def snapshot(m: Memory = M) -> Response:
+        """Write a snapshot of the in-memory state now; returns its directory (null when the store is empty)."""
+        return _json({"path": m.snapshot()})
+
+    @app.post("/v1/housekeep", tags=["maintenance"])
+    def housekeep(m: Memory = M) -> Response:
+        """Write what is due now: the log's recovery checkpoints and the state snapshot."""
+        return _json(m.housekeep())
+
     @app.get("/v1/export", tags=["maintenance"])
     def export(m: Memory = M) -> StreamingResponse:
         """This tenant's events as a JSONL stream (the format ``POST /v1/import`` reads)."""
 
         def rows() -> Iterator[bytes]:
             for e in m._tenant_events():
-                yield (json.dumps({"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(),
-                                   "type": e.type, "event": msgspec.to_builtins(e.decode())}, ensure_ascii=False)
-                       + "\n").encode()
+                yield (json.dumps(event_row(e), ensure_ascii=False) + "\n").encode()
 
         return StreamingResponse(rows(), media_type="application/x-ndjson")
 
