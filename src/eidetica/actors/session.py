@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import msgspec
 import pyarrow as pa
 
-from ..errors import InvalidInput, WrongExpectedVersion
+from ..errors import InvalidInput
 from ..events import (
     ChunksEmbedded,
     EventLog,
@@ -29,6 +29,7 @@ from ._config import STRATEGIES, MemoryConfig
 from ._records import Message
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
 from ._text import check_metadata, check_text, chunk_text, content_hash, vectors_to_bytes
+from ._writer import append_expecting
 
 __all__ = ["SessionActor", "ROLES", "SUMMARY_PREFIX"]
 
@@ -198,21 +199,25 @@ class SessionActor:
     def append_many(self, items: Sequence[dict[str, Any]]) -> int:
         """Append messages (dicts of role, content, metadata, time, sequence, event_id) atomically; returns the last offset."""
         with self._lock:
-            for attempt in range(3):
-                try:
-                    return self._append_many(items)
-                except WrongExpectedVersion:
-                    if attempt == 2:
-                        raise
-                    self.reload()  # another writer (a restarted actor) got there first
-            raise AssertionError("unreachable")
+            known: list[int] = []
 
-    def _append_many(self, items: Sequence[dict[str, Any]]) -> int:
-        known = [self.message_ids[i["event_id"]] for i in items if i.get("event_id") in self.message_ids]
-        if known:  # a retried call whose first attempt was committed
-            if len(known) != len(items):
-                raise InvalidInput("messages", "some but not all of these messages were already appended")
-            return max(known)
+            def build() -> list[NewEvent]:
+                known[:] = [self.message_ids[i["event_id"]] for i in items if i.get("event_id") in self.message_ids]
+                return [] if known else self._events(items)
+
+            events, first, last = append_expecting(self, build)
+            if known:  # a retried call whose first attempt was committed
+                if len(known) != len(items):
+                    raise InvalidInput("messages", "some but not all of these messages were already appended")
+                return max(known)
+            now = self.clock()
+            base = self.version - len(events)
+            for k, ne in enumerate(events):  # fold what we wrote rather than re-reading it
+                self._fold(_decode(ne), ne.time or now, ne.event_id, first + k, base + 1 + k)
+            return last
+
+    def _events(self, items: Sequence[dict[str, Any]]) -> list[NewEvent]:
+        """The events that append these messages (checked, chunked, embedded), decided on the current fold."""
         if self.owner is not None and self.owner != self.user_id and self.started:
             raise InvalidInput("user", f"session {self.session_id!r} belongs to another user")
         events: list[NewEvent] = []
@@ -291,13 +296,7 @@ class SessionActor:
                         time=time,
                     )
                 )
-        events += self._moved_chunks(moved)
-        first, last = self.log.append(self.stream, events, self.version)
-        now = self.clock()
-        for k, ne in enumerate(events):  # fold what we wrote rather than re-reading it
-            self._fold(_decode(ne), ne.time or now, ne.event_id, first + k, self.version + 1 + k)
-        self.version += len(events)
-        return last
+        return events + self._moved_chunks(moved)
 
     def _moved_chunks(self, moved: dict[str, tuple[int, str, dict[str, Any], dt.datetime, uuid.UUID]]) -> list[NewEvent]:
         """Re-record stored chunks at their latest occurrence: same chunk id (one row), stored vector, new position."""
@@ -323,23 +322,21 @@ class SessionActor:
     def retract_last(self) -> Message | None:
         """Take back the last message (a ``MessageRetracted`` event); returns it, None when there is none."""
         with self._lock:
-            for attempt in range(3):
-                if not self.messages:
-                    return None
-                last = self.messages[-1]
-                eid = self.message_eids.get(last.sequence)
-                ev = MessageRetracted(session_id=self.session_id, sequence=last.sequence, message_id=eid.hex if eid else "")
-                try:
-                    first, _ = self.log.append(self.stream, [NewEvent.of(ev, tenant=self.tenant)], self.version)
-                except WrongExpectedVersion:
-                    if attempt == 2:
-                        raise
-                    self.reload()
-                    continue
-                self._fold(ev, self.clock(), None, first)
-                self.version += 1
-                return last
-            raise AssertionError("unreachable")
+            taken: list[Message] = []
+
+            def build() -> list[NewEvent]:
+                taken[:] = self.messages[-1:]
+                if not taken:
+                    return []
+                eid = self.message_eids.get(taken[0].sequence)
+                ev = MessageRetracted(session_id=self.session_id, sequence=taken[0].sequence, message_id=eid.hex if eid else "")
+                return [NewEvent.of(ev, tenant=self.tenant)]
+
+            news, first, _ = append_expecting(self, build)
+            if not news:
+                return None
+            self._fold(_decode(news[0]), self.clock(), None, first)
+            return taken[0]
 
     def forget(self) -> int:
         """Append the tombstone for this session (its summaries too); returns the last offset."""
