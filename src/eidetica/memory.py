@@ -147,6 +147,8 @@ class Memory:
             self._hk = threading.Thread(target=self._housekeeping, name="eidetica-housekeeping", daemon=True)
             self._hk.start()
         self.extraction_failures = 0
+        if self.config.auto_extract:
+            self._resume_extraction()
 
     def for_tenant(self, tenant: str) -> "Memory":
         """The same store seen as another tenant (shares the log, indices and actors)."""
@@ -354,6 +356,25 @@ class Memory:
                 pass  # the history is intact; the next append tries again
         if self.config.max_sessions is not None and actor.version <= len(items) + 1:
             self._prune_sessions()
+
+    def _resume_extraction(self, tenant: str | None = None) -> int:
+        """Extract the user messages (of ``tenant``, else every tenant) committed without an ``ExtractionCompleted``
+        (a crash between the append and its extraction, a provider failure); at open and in sweep(); returns the facts written."""
+        self._sync()
+        found = 0
+        pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for t, m in self.state.pending_extractions():
+            if tenant is not None and t != tenant:
+                continue
+            pending.setdefault((t, m.user_id), []).append(
+                {"session_id": m.session_id, "sequence": m.sequence, "content": m.content, "metadata": m.metadata,
+                 "time": m.time})
+        for (t, user), msgs in pending.items():
+            try:
+                found += len(self.runtime.curator(t, user).extract(msgs))
+            except ProviderError:
+                self.extraction_failures += 1  # still pending: sweep() or the next open retries
+        return found
 
     def _prune_sessions(self) -> None:
         self._sync()
@@ -661,17 +682,8 @@ class Memory:
             r = cur.sweep(now or self.clock())
             totals["decayed"] += r["decayed"]
             totals["pruned"] += r["pruned"]
-            if self.config.auto_extract:
-                pending = [
-                    {"session_id": s.session_id, "sequence": m.sequence, "content": m.content, "metadata": m.metadata, "time": m.time}
-                    for s in self.state.sessions(self.tenant, user)
-                    for m in self.runtime.session(self.tenant, s.session_id, user).history()
-                    if m.role == "user"
-                ]
-                try:
-                    totals["extracted"] += len(cur.extract(pending))
-                except ProviderError:
-                    self.extraction_failures += 1
+        if self.config.auto_extract:
+            totals["extracted"] = self._resume_extraction(self.tenant)
         return totals
 
     def stats(self) -> dict[str, Any]:

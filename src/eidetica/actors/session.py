@@ -91,6 +91,7 @@ class SessionActor:
         self._summary_seen = 0
         self.summary_text = None
         self.summary_upto = -1
+        self._summary_tokens: tuple[str | None, int] = (None, 0)
         self._covered = -1  # the stream version the snapshot on disk covers
 
     # -- snapshots -------------------------------------------------------------------
@@ -375,11 +376,16 @@ class SessionActor:
             return self.summary_epoch, self.summary_text, self.summary_upto
 
     def read(self, *, strategy: str | None = None, window: int | None = None, token_budget: int | None = None) -> list[Message]:
-        """Messages for the LLM: rolling summary first (summarizing), then recent turns within the budget."""
+        """Messages for the LLM: rolling summary first (summarizing), then recent turns within the budget.
+
+        ``window`` messages (the last ones) when there are that many and they fit the budget. After
+        a summary the default window reaches back to it: every message is in the summary or here.
+        Only when the token budget cut the list (and no summary precedes it) does it start from a
+        user turn: a leading answer whose question did not fit is dropped.
+        """
         strategy = strategy or self.config.strategy
         if strategy not in STRATEGIES:
             raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
-        window = window or self.config.window
         budget = token_budget or self.config.token_budget
         with self._lock:
             self._load_summary()
@@ -394,6 +400,8 @@ class SessionActor:
                 Message(role="system", content=SUMMARY_PREFIX + summary, time=self.clock(), sequence=upto, metadata={"summary": True})
             )
             budget -= count_tokens(out[0].content)
+            window = window or max(self.config.window, len(msgs))
+        window = window or self.config.window
         recent: list[Message] = []
         used = 0
         for m in reversed(msgs[-window:]):
@@ -402,7 +410,9 @@ class SessionActor:
                 break
             recent.append(m)
             used += t
-        return out + _from_a_question(recent[::-1])
+        recent.reverse()
+        cut_by_budget = len(recent) < min(window, len(msgs))
+        return out + (_from_a_question(recent) if cut_by_budget and not out else recent)
 
     def restore(self, token_budget: int | None = None, limit: int | None = None) -> list[Message]:
         """Resume a conversation: the last messages (``restore_messages``) that fit the budget."""
@@ -430,7 +440,15 @@ class SessionActor:
             pending = len(msgs) - k
             tokens = (cum[-1] if cum else 0) - (cum[k - 1] if k else 0)
         outside = pending - self.config.window
-        return tokens > self.config.summary_trigger * self.config.token_budget and outside >= self.config.min_turns_outside
+        if tokens > self.config.summary_trigger * self.config.token_budget and outside >= self.config.min_turns_outside:
+            return True
+        # what read() shows after the summary no longer fits the budget left beside it: summarise
+        # rather than let turns fall between the summary and the window
+        if self.summary_text is None:
+            return False
+        if self._summary_tokens[0] is not self.summary_text:  # counted once per summary, not per append
+            self._summary_tokens = (self.summary_text, count_tokens(SUMMARY_PREFIX + self.summary_text))
+        return tokens > self.config.token_budget - self._summary_tokens[1] and pending > self.config.retain_recent
 
     def __len__(self) -> int:
         return len(self.messages)
