@@ -41,8 +41,10 @@ from ._pending import WRITE_ERROR_MODES, PendingWrites
 from ._wire import floor_from_json
 from .events.streams import meta_stream, parse_stream
 from .projections import LocalViews, NoteInfo, SearchHit
-from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SearchOptions
-from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
+from . import _context
+from ._context import CONTEXT_TOKENS
+from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, SearchOptions, default_options
+from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
 
@@ -427,29 +429,26 @@ class Memory:
     ) -> list[Hit]:
         """The user's facts most relevant to ``query`` (re-ranking options and ``min_offset`` as in ``search``).
 
-        Facts that answer (score at least ``FACT_MIN_SCORE``, 0.20) come first; then what the
-        user said in their own messages (role ``user``; hits of kind ``message``, a message
-        whose text is already a fact left out) and weaker facts, by calibrated score. The
-        offline extractor keeps only common kinds of statements: a question about anything
-        else is still answered from what the user said. With a ``category``, facts only.
+        Facts and what the user said in their own messages (role ``user``; a message whose
+        text is already a fact left out) on one calibrated scale, ranked as ``search`` ranks
+        (its defaults): a fact does not outrank a message that answers better. The offline
+        extractor keeps only common kinds of statements: a question about anything else is
+        still answered from what the user said. With a ``category``, facts only.
         """
         check_id("user", user)
         if category is not None:
             category = sanitize_category(category)  # the form it was stored in
             return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
                                 recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight,
-                                min_offset=min_offset)
+                                min_offset=min_offset, **default_options())
         # One search over facts and messages: calibrated scores rank both on one scale.
         hits = self._search_hits(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"],
                                  names=True, mmr=mmr, recency_half_life=recency_half_life, now=now,
-                                 confidence_weight=confidence_weight, min_offset=min_offset)
+                                 confidence_weight=confidence_weight, min_offset=min_offset, **default_options())
         seen = {h.text for h in hits if h.kind == "fact"}
         out = [h for h in hits
                if h.kind == "fact" or ((h.metadata or {}).get("role", "user") == "user" and h.text not in seen)]
-        # facts that answer (distilled, deduplicated) lead; then the rest by score (as the hit rounds it).
-        # Only the hits returned are made into Hits: 4 x top_k were asked for.
-        out.sort(key=lambda h: not (h.kind == "fact" and _shown(h.score) >= FACT_MIN_SCORE))
-        return [_hit(h) for h in out[:top_k]]
+        return [_hit(h) for h in out[:top_k]]  # only those returned are made into Hits
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
         """The user's active facts, strongest first (from the one fact read model, ``projections.FactInfo``)."""
@@ -587,7 +586,7 @@ class Memory:
         exclude_session: str | None = None,
         session_id: str | None = None,
         min_score: float = MIN_SCORE,
-        kinds: Sequence[str] = ("message", "summary"),
+        kinds: Sequence[str] = SEARCH_KINDS,
         mode: str = "hybrid",
         names: bool = True,
         candidates: int = SEARCH_DEFAULTS.candidates,
@@ -610,8 +609,10 @@ class Memory:
         [0, 1]), a message gains 0.2 of each adjacent message's
         score and 0.3 of its session's best, messages of a person the query names gain 0.15,
         and messages from a period the query names ("in July 2023", "on May 3, 2023") rank
-        first. Scores are calibrated (comparable across queries): ``min_score`` (0.40) drops
-        what is probably not relevant, so a never-discussed topic returns nothing.
+        first. Scores are calibrated (comparable across queries): ``min_score`` (0.30) drops
+        what is probably not relevant; with a positive ``min_score``, a query naming a person,
+        place or thing no document of this store holds returns nothing (never discussed).
+        ``kinds``: messages, summaries, facts and notes by default.
 
         ``names``: drop participants' names (see ``participant_names``) and the user's own
         name from the query: they say who spoke, not what about. ``candidates``: rows asked of
@@ -642,33 +643,19 @@ class Memory:
             min_offset=min_offset,
         )
 
-    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
+                as_data: bool = False) -> Any:
+        """The agent's "## Relevant Memory" block for a system prompt (format: README, ``_context``):
+        the user's profile, then the facts, notes and past messages relevant to ``query``, within
+        ``max_tokens`` (``providers.count_tokens``). ``as_data``: the same content as a dict."""
         check_id("user", user)
         _check_k("max_facts", max_facts)
         _check_k("max_tokens", max_tokens)
-        # calibrated scores: a topic never stored gives the "no relevant memories" block
-        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"], min_score=FACT_MIN_SCORE)
-        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"], min_score=FACT_MIN_SCORE)
-        lines = ["## Relevant Memory", ""]
-        used = count_tokens("\n".join(lines))
-        for title, hits in (("### Facts", facts), ("### Notes", notes)):
-            if not hits:
-                continue
-            block = [title]
-            for h in hits:
-                line = f"- {h}"
-                t = count_tokens(line)
-                if used + t + count_tokens(title) > max_tokens:
-                    break
-                block.append(line)
-                used += t
-            if len(block) > 1:
-                lines += block + [""]
-                used += count_tokens(title)
-        if len(lines) == 2:
-            lines.append("_No relevant memories._")
-        return "\n".join(lines).rstrip() + "\n"
+        if not isinstance(as_data, bool):
+            raise InvalidInput("as_data", "must be True or False", as_data)
+        self._sync()
+        data = _context.build(self, query, user=user, max_facts=max_facts, max_tokens=max_tokens)
+        return data if as_data else _context.render(data)
 
     # -- maintenance -----------------------------------------------------------------
     def sweep(self, now: dt.datetime | None = None) -> dict[str, int]:
