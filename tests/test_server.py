@@ -471,3 +471,36 @@ def test_the_append_route_keeps_its_contract(server) -> None:
     doc = httpx.get(server.url + "/openapi.json").json()
     assert "post" in doc["paths"]["/v1/users/{user}/sessions/{session_id}/messages"]
     http.close()
+
+
+@pytest.mark.slow
+def test_event_ids_conflict_with_409_and_are_scoped_per_tenant(server) -> None:
+    """#36 item 2: a known id with another message is 409 EventIdConflict; each tenant's ids are its own."""
+    keys = [KeyStore(server.store).create(f"ids-{k}-{uuid.uuid4().hex[:8]}")[1] for k in range(2)]
+    a, b = (httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {k}"}, timeout=60) for k in keys)
+    eid, fresh = str(uuid.uuid4()), str(uuid.uuid4())
+    msg = {"role": "user", "content": "the lease ends in May", "event_id": eid}
+    first = a.post("/v1/users/u/sessions/s1/messages", json={"messages": [msg]})
+    assert first.status_code == 201
+    for path, body in (("/v1/users/u/sessions/s2/messages", {"messages": [msg]}),  # another session
+                       ("/v1/users/u/sessions/s1/messages", {"messages": [dict(msg, content="ends in June")]}),
+                       ("/v1/users/u/sessions/s2/messages", {"messages": [dict(msg, event_id=fresh), msg]})):
+        r = a.post(path, json=body)
+        assert r.status_code == 409 and r.json()["error"] == "EventIdConflict", r.text
+        assert eid in r.json()["message"] and fresh not in r.json()["message"]
+    assert [x["content"] for x in a.get("/v1/users/u/sessions/s1/messages").json()] == ["the lease ends in May"]
+    assert [x["session_id"] for x in a.get("/v1/sessions").json()] == ["s1"]
+    # tenant b: the same id is b's own new event, alone or beside a fresh id; nothing tells b of a's
+    r = b.post("/v1/users/u/sessions/s9/messages", json={"messages": [dict(msg, event_id=fresh),
+                                                                        dict(msg, content="b's own words")]})
+    assert r.status_code == 201 and r.json()["offset"] > first.json()["offset"], r.text
+    assert [x["content"] for x in b.get("/v1/users/u/sessions/s9/messages").json()] == [
+        "the lease ends in May", "b's own words"]
+    # the client raises the same class
+    m = eidetica.connect(server.url, api_key=keys[0])
+    with pytest.raises(eidetica.EventIdConflict) as e:
+        m.session("s3", user="u").append("user", "x", event_id=uuid.UUID(eid))
+    assert e.value.event_id == eid
+    m.close()
+    a.close()
+    b.close()
