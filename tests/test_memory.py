@@ -211,6 +211,40 @@ def test_compact_redacts_only_the_tenant_that_took_a_message_back(tmp_path, cloc
         assert m.session("s", user="ada").history() == []
 
 
+def test_import_rekeys_into_the_importing_tenant_and_counts_written_and_skipped(tmp_path, clock) -> None:
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock) as m:
+        m.session("s1", user="ada").append("user", "I moved to Lisbon last spring")
+        fid = m.remember("Ada lives in Lisbon", user="ada")
+        dump = tmp_path / "acme.jsonl"
+        n = m.export(dump)
+        assert m.import_(dump) == {"written": 0, "skipped": n}  # its own export: all there already
+        b = m.for_tenant("globex")
+        head = m.log.head()
+        assert b.import_(dump) == {"written": n, "skipped": 0}  # another tenant's export: globex's own events now
+        assert m.log.head() == head + n
+        facts = sorted(h.id for h in m.list_memories(user="ada"))
+        assert fid in facts and sorted(h.id for h in b.list_memories(user="ada")) == facts
+        assert [x.content for x in b.session("s1", user="ada").history()] == ["I moved to Lisbon last spring"]
+        assert b.import_(dump) == {"written": 0, "skipped": n}  # twice: nothing more, and it says so
+        assert m.log.head() == head + n
+        # acme's data is its own still: globex forgetting the fact leaves acme's
+        b.forget(fid, user="ada")
+        assert sorted(h.id for h in m.list_memories(user="ada")) == facts
+        # an export whose id already names another event of the tenant is refused before anything is written
+        rows = [json.loads(line) for line in dump.read_text().splitlines()]
+        msg = next(r for r in rows if r["type"] == "MessageAppended")
+        msg["event"]["content"] = "I moved to Porto"
+        bad = tmp_path / "bad.jsonl"
+        extra = dict(rows[0], event_id="00000000-0000-4000-8000-000000000001")
+        bad.write_text("\n".join(json.dumps(r) for r in [extra, *rows]) + "\n")
+        c = m.for_tenant("initech")
+        c.import_(dump)
+        head = m.log.head()
+        with pytest.raises(EventIdConflict) as e:
+            c.import_(bad)
+        assert e.value.event_id == msg["event_id"] and m.log.head() == head
+
+
 def test_read_returns_the_last_n_within_budget(tmp_path, clock) -> None:
     cfg = MemoryConfig(window=4, token_budget=10_000)
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32), clock=clock, config=cfg) as m:

@@ -504,3 +504,29 @@ def test_event_ids_conflict_with_409_and_are_scoped_per_tenant(server) -> None:
     m.close()
     a.close()
     b.close()
+
+
+@pytest.mark.slow
+def test_import_writes_into_the_key_tenant_and_counts_written_and_skipped(server, tmp_path) -> None:
+    """#36 item 3: another tenant's export is written as the importer's own; a second import writes nothing."""
+    ks = KeyStore(server.store)
+    a = eidetica.connect(server.url, api_key=ks.create(f"exp-{uuid.uuid4().hex[:8]}")[1])
+    key_b = ks.create(f"imp-{uuid.uuid4().hex[:8]}")[1]
+    a.session("s", user="u").append("user", "the boiler is serviced every October")
+    fid = a.remember("u's boiler is serviced in October", user="u")
+    n = a.export(tmp_path / "a.jsonl")
+    http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key_b}",
+                                                      "Content-Type": "application/x-ndjson"}, timeout=60)
+    body = (tmp_path / "a.jsonl").read_bytes()
+    r = http.post("/v1/import", content=body)
+    assert (r.status_code, r.json()) == (200, {"written": n, "skipped": 0}), r.text
+    r = http.post("/v1/import", content=body)
+    assert (r.status_code, r.json()) == (200, {"written": 0, "skipped": n}), r.text
+    b = eidetica.connect(server.url, api_key=key_b)
+    assert fid in [h.id for h in b.list_memories(user="u")]
+    assert [x.content for x in b.session("s", user="u").history()] == ["the boiler is serviced every October"]
+    assert b.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n}
+    assert a.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n}
+    for m in (a, b):
+        m.close()
+    http.close()

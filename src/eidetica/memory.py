@@ -700,8 +700,8 @@ class Memory:
         self._drain_items()
         return export_events(self.log, self.tenant, path)
 
-    def import_(self, path: str | os.PathLike[str]) -> int:
-        """Append events exported by ``export`` into this tenant (idempotent by event id)."""
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
         n = import_events(self.log, self.tenant, path)
         self.items._recovered = False  # imported puts may still want their vectors (written behind)
         if isinstance(self.runtime, LocalRuntime):

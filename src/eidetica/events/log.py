@@ -739,6 +739,11 @@ class BatchLog(EventLog):
         """The offset a tenant's event id was logged at in a stream's partition, if it was."""
         return self._parts[self.partition_of(stream)].ids.get(id_key(tenant, event_id.bytes))
 
+    def event_offsets(self, event_ids: Sequence[uuid.UUID], stream: str, tenant: str) -> list[int | None]:
+        """``event_offset`` for many ids of one stream's partition (one call through a remote log)."""
+        ids = self._parts[self.partition_of(stream)].ids
+        return [ids.get(id_key(tenant, e.bytes)) for e in event_ids]
+
     def wait_for(self, offset: int, *, partition: int = 0, timeout: float | None = None) -> bool:
         """Block until the event at ``offset`` is committed; False on timeout."""
         part = self._part(partition)
