@@ -137,6 +137,10 @@ def test_export_import_round_trip(tmp_path, store) -> None:
         fresh = tmp_path / f"fresh-{fmt}"
         out = run("import", str(dump), store=fresh)
         assert out.returncode == 0, out.stderr
+        n = int(run("export", "-o", str(tmp_path / "n.jsonl"), store=store).stdout.split()[1])
+        assert f"{n} events written, 0 skipped" in out.stdout.replace("\n", "")
+        again = run("import", str(dump), store=fresh)  # a second time: nothing written, and it says so
+        assert "0 events written, " + f"{n} skipped (already in the store)" in again.stdout.replace("\n", "")
         a = json.loads(run("recall", "where does Ada live", "--user", "ada", "--json", store=store).stdout)
         b = json.loads(run("recall", "where does Ada live", "--user", "ada", "--json", store=fresh).stdout)
         assert [(h["id"], h["text"], h["score"]) for h in a] == [(h["id"], h["text"], h["score"]) for h in b]

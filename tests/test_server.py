@@ -471,3 +471,62 @@ def test_the_append_route_keeps_its_contract(server) -> None:
     doc = httpx.get(server.url + "/openapi.json").json()
     assert "post" in doc["paths"]["/v1/users/{user}/sessions/{session_id}/messages"]
     http.close()
+
+
+@pytest.mark.slow
+def test_event_ids_conflict_with_409_and_are_scoped_per_tenant(server) -> None:
+    """#36 item 2: a known id with another message is 409 EventIdConflict; each tenant's ids are its own."""
+    keys = [KeyStore(server.store).create(f"ids-{k}-{uuid.uuid4().hex[:8]}")[1] for k in range(2)]
+    a, b = (httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {k}"}, timeout=60) for k in keys)
+    eid, fresh = str(uuid.uuid4()), str(uuid.uuid4())
+    msg = {"role": "user", "content": "the lease ends in May", "event_id": eid}
+    first = a.post("/v1/users/u/sessions/s1/messages", json={"messages": [msg]})
+    assert first.status_code == 201
+    for path, body in (("/v1/users/u/sessions/s2/messages", {"messages": [msg]}),  # another session
+                       ("/v1/users/u/sessions/s1/messages", {"messages": [dict(msg, content="ends in June")]}),
+                       ("/v1/users/u/sessions/s2/messages", {"messages": [dict(msg, event_id=fresh), msg]})):
+        r = a.post(path, json=body)
+        assert r.status_code == 409 and r.json()["error"] == "EventIdConflict", r.text
+        assert eid in r.json()["message"] and fresh not in r.json()["message"]
+    assert [x["content"] for x in a.get("/v1/users/u/sessions/s1/messages").json()] == ["the lease ends in May"]
+    assert [x["session_id"] for x in a.get("/v1/sessions").json()] == ["s1"]
+    # tenant b: the same id is b's own new event, alone or beside a fresh id; nothing tells b of a's
+    r = b.post("/v1/users/u/sessions/s9/messages", json={"messages": [dict(msg, event_id=fresh),
+                                                                        dict(msg, content="b's own words")]})
+    assert r.status_code == 201 and r.json()["offset"] > first.json()["offset"], r.text
+    assert [x["content"] for x in b.get("/v1/users/u/sessions/s9/messages").json()] == [
+        "the lease ends in May", "b's own words"]
+    # the client raises the same class
+    m = eidetica.connect(server.url, api_key=keys[0])
+    with pytest.raises(eidetica.EventIdConflict) as e:
+        m.session("s3", user="u").append("user", "x", event_id=uuid.UUID(eid))
+    assert e.value.event_id == eid
+    m.close()
+    a.close()
+    b.close()
+
+
+@pytest.mark.slow
+def test_import_writes_into_the_key_tenant_and_counts_written_and_skipped(server, tmp_path) -> None:
+    """#36 item 3: another tenant's export is written as the importer's own; a second import writes nothing."""
+    ks = KeyStore(server.store)
+    a = eidetica.connect(server.url, api_key=ks.create(f"exp-{uuid.uuid4().hex[:8]}")[1])
+    key_b = ks.create(f"imp-{uuid.uuid4().hex[:8]}")[1]
+    a.session("s", user="u").append("user", "the boiler is serviced every October")
+    fid = a.remember("u's boiler is serviced in October", user="u")
+    n = a.export(tmp_path / "a.jsonl")
+    http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key_b}",
+                                                      "Content-Type": "application/x-ndjson"}, timeout=60)
+    body = (tmp_path / "a.jsonl").read_bytes()
+    r = http.post("/v1/import", content=body)
+    assert (r.status_code, r.json()) == (200, {"written": n, "skipped": 0}), r.text
+    r = http.post("/v1/import", content=body)
+    assert (r.status_code, r.json()) == (200, {"written": 0, "skipped": n}), r.text
+    b = eidetica.connect(server.url, api_key=key_b)
+    assert fid in [h.id for h in b.list_memories(user="u")]
+    assert [x.content for x in b.session("s", user="u").history()] == ["the boiler is serviced every October"]
+    assert b.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n}
+    assert a.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n}
+    for m in (a, b):
+        m.close()
+    http.close()

@@ -356,13 +356,14 @@ class RemoteMemory:
         except httpx.TransportError as e:
             raise _unavailable(self.url, "GET /v1/export", e) from None
 
-    def import_(self, path: str | os.PathLike[str]) -> int:
-        """Append events exported by ``export`` into this tenant (idempotent by event id)."""
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
         source = Path(path)
         if not source.exists():
             raise InvalidInput("path", f"{source} does not exist")
         kind = "application/vnd.apache.parquet" if source.suffix == ".parquet" else "application/x-ndjson"
-        return self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})["imported"]
+        out = self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})
+        return {"written": out["written"], "skipped": out["skipped"]}
 
 
     def compact(self) -> dict[str, int]:

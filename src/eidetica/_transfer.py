@@ -65,8 +65,38 @@ def export_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> i
     return write_export((event_row(e) for e in tenant_events(log, tenant)), path)
 
 
-def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> int:
-    """Append events exported by ``export_events`` into a tenant (idempotent by event id); returns how many."""
+def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> dict[str, int]:
+    """Append events exported by ``export_events`` into ``tenant``; returns ``{"written": n, "skipped": m}``.
+
+    Every event is re-keyed into the importing tenant (its stream and envelope name it; the
+    log's event ids are per tenant), so another tenant's export is written as this tenant's
+    own. An event already in the store (the same id with the same event) is skipped, so an
+    import repeated writes nothing; the same id with another event is ``EventIdConflict``,
+    found before anything is written. Store-level events (the embedder's) are never imported:
+    they count as skipped.
+    """
+    by_stream = _read_export(tenant, path)
+    skipped = sum(len(evs) for stream, evs in by_stream.items() if stream.startswith("meta:"))
+    fresh: dict[str, list[NewEvent]] = {}
+    for stream, evs in by_stream.items():
+        if stream.startswith("meta:"):
+            continue
+        offsets = log.event_offsets([e.event_id for e in evs], stream, tenant)  # type: ignore[attr-defined]
+        known = [e for e, o in zip(evs, offsets) if o is not None]
+        for k in range(0, len(known), 1000):
+            log.append(stream, known[k : k + 1000])  # writes nothing: checks each is the very event logged
+        skipped += len(known)
+        fresh[stream] = [e for e, o in zip(evs, offsets) if o is None]
+    written = 0
+    for stream, evs in fresh.items():
+        for k in range(0, len(evs), 1000):
+            log.append(stream, evs[k : k + 1000])
+            written += len(evs[k : k + 1000])
+    return {"written": written, "skipped": skipped}
+
+
+def _read_export(tenant: str, path: str | os.PathLike[str]) -> dict[str, list[NewEvent]]:
+    """An export's events by stream, re-keyed into ``tenant``; ``InvalidInput`` for anything that is not an export."""
     source = Path(path)
     if not source.exists():
         raise InvalidInput("path", f"{source} does not exist")
@@ -90,11 +120,4 @@ def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> i
         except (msgspec.ValidationError, KeyError, ValueError, TypeError, AttributeError) as e:
             raise InvalidInput(f"line {i + 1}", f"is not an exported event: {e}") from None
         by_stream.setdefault(stream, []).append(new)
-    n = 0
-    for stream, evs in by_stream.items():
-        if stream.startswith("meta:"):
-            continue
-        for k in range(0, len(evs), 1000):
-            log.append(stream, evs[k : k + 1000])
-            n += len(evs[k : k + 1000])
-    return n
+    return by_stream

@@ -207,10 +207,11 @@ def export(
 
 @app.command("import")
 def import_(file: Path, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
-    """Import events written by `export` (idempotent; creates the store when there is none)."""
+    """Import events written by `export` into the tenant (what the store holds already is skipped; creates the store)."""
     with _open(path, tenant, model, create=True) as m:
         n = m.import_(file)
-    console.print(f"imported {n} events from {file}")
+    console.print(f"imported {escape(str(file))} into tenant {tenant!r}: {n['written']} events written, "
+                  f"{n['skipped']} skipped (already in the store)")
 
 
 @app.command()

@@ -724,8 +724,8 @@ class Memory:
         self._drain_items()
         return export_events(self.log, self.tenant, path)
 
-    def import_(self, path: str | os.PathLike[str]) -> int:
-        """Append events exported by ``export`` into this tenant (idempotent by event id)."""
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
         n = import_events(self.log, self.tenant, path)
         self.items._recovered = False  # imported puts may still want their vectors (written behind)
         if isinstance(self.runtime, LocalRuntime):
@@ -773,6 +773,10 @@ class Memory:
         self._sync()
         _, live = plan_compaction(self.log)
         live = [(ev, d) for ev, d in live if d.model_id == self.embedder.model_id]
+        done_at = getattr(self.log, "event_offset", None)
+        if done_at is not None:  # a resumed run skips what it wrote: a model may not embed a text the same twice
+            live = [(ev, d) for ev, d in live
+                    if done_at(uuid.uuid5(ev.event_id, embedder.model_id), ev.stream, ev.tenant) is None]
         total = sum(len(d.texts) for _, d in live)
         done = 0
         for k in range(0, len(live), 64):

@@ -665,7 +665,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
                 if e.field != "path":
                     raise
                 raise InvalidInput("body", e.problem) from None  # the temporary file is no concern of the client's
-        return _wrote(m, {"imported": n})
+        return _wrote(m, n)  # {"written": ..., "skipped": ...}
 
     _item_routes(app, M)
     return app

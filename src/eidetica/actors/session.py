@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import msgspec
 import pyarrow as pa
 
-from ..errors import InvalidInput
+from ..errors import EventIdConflict, InvalidInput
 from ..events import (
     ChunksEmbedded,
     EventLog,
@@ -208,8 +208,7 @@ class SessionActor:
 
             events, first, last = append_expecting(self, build)
             if known:  # a retried call whose first attempt was committed
-                if len(known) != len(items):
-                    raise InvalidInput("messages", "some but not all of these messages were already appended")
+                self._check_retry(items, len(known))
                 return max(known)
             now = self.clock()
             base = self.version - len(events)
@@ -298,6 +297,28 @@ class SessionActor:
                     )
                 )
         return events + self._moved_chunks(moved)
+
+    def _check_retry(self, items: Sequence[dict[str, Any]], known: int) -> None:
+        """A retry must carry the messages its ids were logged with; anything else is ``EventIdConflict``."""
+        if known != len(items):
+            eid = next(i["event_id"] for i in items if i.get("event_id") in self.message_ids)
+            raise EventIdConflict(str(eid), "was already appended, but not the other messages of this append")
+        seq_of = {e: q for q, e in self.message_eids.items()}
+        sequences = [m.sequence for m in self.messages]
+        for item in items:
+            q = seq_of.get(item["event_id"])
+            k = bisect.bisect_left(sequences, q) if q is not None else len(sequences)
+            if k == len(sequences) or sequences[k] != q:
+                continue  # taken back since (retracted): the retry still names that message
+            m = self.messages[k]
+            try:
+                same = (item.get("role") == m.role and check_text("content", item.get("content")) == m.content
+                        and check_metadata("metadata", item.get("metadata")) == m.metadata
+                        and item.get("sequence") in (None, m.sequence) and item.get("time") in (None, m.time))
+            except InvalidInput:
+                same = False
+            if not same:
+                raise EventIdConflict(str(item["event_id"]), "already names another message of this session")
 
     def _moved_chunks(self, moved: dict[str, tuple[int, str, dict[str, Any], dt.datetime, uuid.UUID]]) -> list[NewEvent]:
         """Re-record stored chunks at their latest occurrence: same chunk id (one row), stored vector, new position."""
