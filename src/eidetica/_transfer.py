@@ -7,7 +7,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import msgspec
 
@@ -65,8 +65,12 @@ def export_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> i
     return write_export((event_row(e) for e in tenant_events(log, tenant)), path)
 
 
-def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> int:
-    """Append events exported by ``export_events`` into a tenant (idempotent by event id); returns how many."""
+def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str],
+                  write: Callable[[str, list[NewEvent]], Any] | None = None) -> int:
+    """Append events exported by ``export_events`` into a tenant (idempotent by event id); returns how many.
+
+    ``write(stream, events)`` appends one stream's events (the facade: through the stream's owner).
+    """
     source = Path(path)
     if not source.exists():
         raise InvalidInput("path", f"{source} does not exist")
@@ -95,6 +99,6 @@ def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> i
         if stream.startswith("meta:"):
             continue
         for k in range(0, len(evs), 1000):
-            log.append(stream, evs[k : k + 1000])
+            (write or log.append)(stream, evs[k : k + 1000])  # write: through the stream's one writer
             n += len(evs[k : k + 1000])
     return n
