@@ -832,12 +832,67 @@ def test_restart_gives_identical_results(mem) -> None:
     m2.close()
 
 
-def test_opening_with_another_embedder_is_refused(tmp_path) -> None:
-    eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)).close()
-    with pytest.raises(EmbeddingModelChanged) as ei:
-        eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32))
-    assert "reembed" in str(ei.value)
-    eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)).close()  # and the lock was released
+def test_opening_with_another_embedder_is_refused_with_a_command_that_runs_as_printed(tmp_path) -> None:
+    import shlex
+    from pathlib import Path
+
+    from eidetica.errors import DimensionMismatch
+
+    class OtherModel(HashEmbedder):
+        def __init__(self, dim: int) -> None:
+            super().__init__(dim=dim)
+            self.model_id = f"other-{dim}"
+
+    store = tmp_path / "my store"  # a space: the hint must quote the path
+    with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:
+        m.session("s", user="u").append("user", "I grow tomatoes on the balcony")
+    with pytest.raises(EmbeddingModelChanged) as ei:  # same dimension, another model
+        eidetica.open(store, embedder=OtherModel(dim=64))
+    assert ei.value.hint == f"eidetica reembed --path {shlex.quote(str(store))} --from hash-64 --model other-64"
+    with pytest.raises(DimensionMismatch) as ei:  # another dimension: the design's name for it
+        eidetica.open(store, embedder=HashEmbedder(dim=32))
+    hint = ei.value.hint
+    assert hint in str(ei.value) and "-d)" not in hint
+    argv = shlex.split(hint)
+    argv[0] = str(Path(sys.executable).with_name("eidetica"))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with eidetica.open(store, embedder=HashEmbedder(dim=32)) as m:  # the switch took: the new model opens it
+        assert [h.text for h in m.search("tomatoes", user="u", min_score=0.0)][:1] == ["I grow tomatoes on the balcony"]
+
+
+def test_reembed_and_import_append_only_through_each_streams_writer(tmp_path) -> None:
+    """One writer per stream: the facade decides what reembed and import write; the streams' actors append it."""
+    callers: list[tuple[str, str]] = []
+    with eidetica.open(tmp_path / "a", embedder=HashEmbedder(dim=64)) as m:
+        s = m.session("s", user="ada")
+        s.extend([{"role": "user", "content": f"Turn {i}: I like hiking in the Alps"} for i in range(12)])
+        s.summarize()
+        m.remember("Ada likes hiking", user="ada")
+        m.store_note("Buy new boots", user="ada")
+        m.items.put([{"namespace": ["prefs"], "key": "k", "value": {"v": 1}, "user": "ada", "texts": ["boots"]}])
+        m.schedules.create("hike", "interval", 3600, user="ada")
+        m.export(tmp_path / "dump.jsonl")
+        append = m.log.append
+
+        def spy(stream, events, *a, **kw):
+            callers.append((stream, sys._getframe(1).f_globals["__name__"]))
+            return append(stream, events, *a, **kw)
+
+        m.log.append = spy
+        assert m.reembed(HashEmbedder(dim=32)) > 0
+        kinds = {st.split(":")[0] for st, _ in callers}
+        assert {"session", "summary", "facts", "notes", "items"} <= kinds
+        assert all(mod.startswith("eidetica.actors.") for _, mod in callers), callers
+    callers.clear()
+    with eidetica.open(tmp_path / "b", embedder=HashEmbedder(dim=64)) as m:
+        append = m.log.append
+        m.log.append = spy
+        assert m.import_(tmp_path / "dump.jsonl") > 0
+        assert {st.split(":")[0] for st, _ in callers} >= {"session", "summary", "facts", "notes", "items", "schedules"}
+        assert all(mod.startswith("eidetica.actors.") for _, mod in callers), callers
+        assert [n.text for n in m.list_notes(user="ada")] == ["Buy new boots"]
+        m.update_note(m.list_notes(user="ada")[0].note_id, "Buy boots and socks", user="ada")  # its writer knows it
 
 
 def test_local_runtime_imports_no_ray(tmp_path) -> None:

@@ -7,7 +7,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import msgspec
 
@@ -65,7 +65,8 @@ def export_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> i
     return write_export((event_row(e) for e in tenant_events(log, tenant)), path)
 
 
-def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> dict[str, int]:
+def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str],
+                  write: Callable[[str, list[NewEvent]], Any] | None = None) -> dict[str, int]:
     """Append events exported by ``export_events`` into ``tenant``; returns ``{"written": n, "skipped": m}``.
 
     Every event is re-keyed into the importing tenant (its stream and envelope name it; the
@@ -73,7 +74,8 @@ def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> d
     own. An event already in the store (the same id with the same event) is skipped, so an
     import repeated writes nothing; the same id with another event is ``EventIdConflict``,
     found before anything is written. Store-level events (the embedder's) are never imported:
-    they count as skipped.
+    they count as skipped. ``write(stream, events)`` appends one stream's new events (the
+    facade: through the stream's owner).
     """
     by_stream = _read_export(tenant, path)
     skipped = sum(len(evs) for stream, evs in by_stream.items() if stream.startswith("meta:"))
@@ -90,7 +92,7 @@ def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> d
     written = 0
     for stream, evs in fresh.items():
         for k in range(0, len(evs), 1000):
-            log.append(stream, evs[k : k + 1000])
+            (write or log.append)(stream, evs[k : k + 1000])  # write: through the stream's one writer
             written += len(evs[k : k + 1000])
     return {"written": written, "skipped": skipped}
 

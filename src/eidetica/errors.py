@@ -145,24 +145,31 @@ class StoreLocked(EideticaError):
 class EmbeddingModelChanged(EideticaError):
     """The store's vectors come from another embedder than the one given."""
 
-    def __init__(self, stored: str, given: str) -> None:
-        self._init_args = (stored, given)
+    def __init__(self, stored: str, given: str, path: str | None = None) -> None:
+        import shlex
+
+        self._init_args = (stored, given, path)
         self.stored = stored
         self.given = given
+        self.path = path
+        at = f" --path {shlex.quote(path)}" if path else ""
+        self.hint = f"eidetica reembed{at} --from {shlex.quote(stored)} --model {shlex.quote(given)}"
         super().__init__(
             f"store was embedded with {stored!r} but {given!r} was given; "
-            f"run `eidetica reembed --model {given}` to switch, or open with the stored model"
+            f"run `{self.hint}` to switch, or open with the stored model"
         )
 
 
 class DimensionMismatch(EideticaError):
     """A vector's length differs from the store's dimension."""
 
-    def __init__(self, expected: int, actual: int) -> None:
-        self._init_args = (expected, actual)
+    def __init__(self, expected: int, actual: int, hint: str = "") -> None:
+        self._init_args = (expected, actual, hint)
         self.expected = expected
         self.actual = actual
-        super().__init__(f"vector has dimension {actual}, the store expects {expected}")
+        self.hint = hint  # a command that fixes it, when there is one (another embedder: reembed)
+        super().__init__(f"vector has dimension {actual}, the store expects {expected}"
+                         + (f"; run `{hint}` to switch, or open with the stored model" if hint else ""))
 
 
 class NotFound(EideticaError, KeyError):

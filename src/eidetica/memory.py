@@ -11,11 +11,10 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-import msgspec
-
 from .actors import (
     STRATEGIES,
     ActorSnapshots,
+    EmbedderRecord,
     Hit,
     LocalRuntime,
     MemoryConfig,
@@ -25,21 +24,16 @@ from .actors import (
     SessionActor,
 )
 from ._compaction import plan_compaction
+from ._owners import append_through_owner, reembed_vectors
 from ._items import Items
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
 from .actors._text import check_id, check_text, sanitize_category
-from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError, ReplicaBehind
-from .events import (
-    ArrowLog,
-    EmbedderChanged,
-    EventLog,
-    NewEvent,
-    RecordedEvent,
-)
+from .errors import CorruptIndex, InvalidInput, NotFound, ProviderError, ReplicaBehind
+from .events import ArrowLog, EventLog, RecordedEvent
 from ._pending import WRITE_ERROR_MODES, PendingWrites
 from ._wire import floor_from_json
-from .events.streams import meta_stream, parse_stream
+from .events.streams import parse_stream
 from .projections import LocalViews, NoteInfo, SearchHit
 from . import _context
 from ._context import CONTEXT_TOKENS
@@ -47,8 +41,6 @@ from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, Sear
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
-
-_EMBEDDER_STREAM = meta_stream("embedder")
 
 
 def _utcnow() -> dt.datetime:
@@ -173,13 +165,7 @@ class Memory:
 
     # -- lifecycle -------------------------------------------------------------------
     def _check_embedder(self) -> None:
-        recs = self.log.read_stream(_EMBEDDER_STREAM)
-        current = recs[-1].decode() if recs else None
-        if current is None:
-            ev = EmbedderChanged(model_id=self.embedder.model_id, dim=self.embedder.dim)
-            self.log.append(_EMBEDDER_STREAM, [NewEvent.of(ev, tenant="")], -1)
-        elif current.model_id != self.embedder.model_id or current.dim != self.embedder.dim:  # type: ignore[attr-defined]
-            raise EmbeddingModelChanged(f"{current.model_id} ({current.dim}-d)", f"{self.embedder.model_id} ({self.embedder.dim}-d)")  # type: ignore[attr-defined]
+        EmbedderRecord(self.log).check(self.embedder.model_id, self.embedder.dim, str(self.path))
 
     def housekeep(self) -> dict[str, Any]:
         """Write what is due now: the log's recovery checkpoints and the state snapshot (the housekeeping thread's work)."""
@@ -726,7 +712,7 @@ class Memory:
 
     def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
         """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
-        n = import_events(self.log, self.tenant, path)
+        n = import_events(self.log, self.tenant, path, lambda stream, evs: append_through_owner(self.runtime, stream, evs))
         self.items._recovered = False  # imported puts may still want their vectors (written behind)
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the log on next use
@@ -777,35 +763,10 @@ class Memory:
         if done_at is not None:  # a resumed run skips what it wrote: a model may not embed a text the same twice
             live = [(ev, d) for ev, d in live
                     if done_at(uuid.uuid5(ev.event_id, embedder.model_id), ev.stream, ev.tenant) is None]
-        total = sum(len(d.texts) for _, d in live)
-        done = 0
-        for k in range(0, len(live), 64):
-            group = live[k : k + 64]
-            texts = [t for _, d in group for t in d.texts]
-            vectors = embedder.embed(texts) if texts else None
-            pos = 0
-            by_stream: dict[str, list[NewEvent]] = {}
-            for ev, d in group:
-                n = len(d.texts)
-                new = msgspec.structs.replace(
-                    d, model_id=embedder.model_id, dim=embedder.dim,
-                    vectors=vectors[pos : pos + n].astype("<f4").tobytes() if n else b"",  # type: ignore[index]
-                )
-                pos += n
-                by_stream.setdefault(ev.stream, []).append(
-                    NewEvent.of(new, tenant=ev.tenant, event_id=uuid.uuid5(ev.event_id, embedder.model_id), time=ev.time)
-                )
-            for stream, evs in by_stream.items():
-                self.log.append(stream, evs)
-            done += len(texts)
-            if progress:
-                progress(done, total)
+        total = reembed_vectors(self.runtime, live, embedder, progress)  # through each stream's one writer
         with self._qlock:
             self.views.fresh(embedder)
-            self.log.append(
-                _EMBEDDER_STREAM,
-                [NewEvent.of(EmbedderChanged(model_id=embedder.model_id, dim=embedder.dim, previous_model_id=self.embedder.model_id), tenant="")],
-            )
+            EmbedderRecord(self.log).switch(embedder.model_id, embedder.dim, self.embedder.model_id)
             self.embedder = embedder
             if isinstance(self.runtime, LocalRuntime):
                 self.runtime = LocalRuntime(self.log, embedder, self.llm, self.config, self.clock,

@@ -35,6 +35,7 @@ from ..providers import LLM, Embedder
 from ..projections._vectors import VectorSlots
 from ..providers._base import Coalescer
 from ._config import MemoryConfig
+from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 
@@ -103,7 +104,7 @@ class _VectorSet(VectorSlots):
         self.drop(fact_id)
 
 
-class FactCurator:
+class FactCurator(StreamOwner):
     """Remembers, reinforces, supersedes, decays and prunes a user's facts."""
 
     def __init__(

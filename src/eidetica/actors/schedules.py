@@ -33,6 +33,7 @@ from ..events import (
 from ..events.streams import schedules_stream
 from ..projections import ScheduleInfo, StateProjection
 from ._config import MemoryConfig
+from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, save_actor, start_actor
 from ._text import check_id, check_text
 from ._writer import append_expecting
@@ -111,7 +112,7 @@ def output_summary(text: Any) -> str:
     return text[:keep] + _CUT.format(n=len(text) - keep)
 
 
-class SchedulesActor:
+class SchedulesActor(StreamOwner):
     """The single writer of one user's schedules; its state is the schedule read model folded from its stream."""
 
     def __init__(self, log: EventLog, tenant: str, user_id: str, config: MemoryConfig, clock: Callable[[], dt.datetime],

@@ -27,6 +27,7 @@ from ..events.streams import session_stream, summary_stream
 from ..providers import Embedder, count_tokens
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Message
+from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
 from ._text import check_metadata, check_text, chunk_text, content_hash, vectors_to_bytes
 from ._writer import append_expecting
@@ -41,7 +42,7 @@ _ENC = msgspec.msgpack.Encoder()
 _DEC = msgspec.msgpack.Decoder(list[dict[str, Any]])
 
 
-class SessionActor:
+class SessionActor(StreamOwner):
     """Orders, chunks and embeds a session's messages; its state is a fold of the log."""
 
     def __init__(
