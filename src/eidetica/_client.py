@@ -255,9 +255,19 @@ class RemoteMemory:
         r = self._send("GET", f"/v1/users/{_q(user)}/memories", params={"category": category, "limit": limit})
         return _HITS.decode(r.content)
 
-    def forget(self, fact_id: str, *, user: str) -> None:
-        """Forget one fact."""
-        self._send("DELETE", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}", retry="delete")
+    def forget(self, fact_id: str, *, user: str, request_id: str | None = None) -> None:
+        """Forget one fact (the request id and the key's name are recorded)."""
+        self._send("DELETE", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}", retry="delete",
+                   headers={"X-Request-Id": request_id} if request_id else None)
+
+    def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
+        """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent."""
+        body = {"since": since.isoformat() if isinstance(since, dt.datetime) else since, "messages": messages}
+        return self._call("POST", f"/v1/users/{_q(user)}/sessions/{_q(session_id)}/revert", json=body)
+
+    def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
+        """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
+        return self._call("GET", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}/history")
 
     def forget_matching(self, query: str, threshold: float = 0.85, *, user: str) -> list[str]:
         """Forget every fact of a user close to ``query``; returns their ids."""

@@ -136,6 +136,28 @@ def forget(
 
 
 @app.command()
+def why(fact_id: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+    """Where a fact came from and how it changed (JSON): sources, extractor, reinforcements, supersession, deletion."""
+    with _open(path, tenant, model) as m:
+        console.print_json(json.dumps(m.explain(fact_id, user=user)))
+
+
+@app.command()
+def revert(
+    session_id: str,
+    since: Optional[str] = typer.Option(None, "--since", help="only messages from this ISO time on (with a zone)"),
+    messages: bool = typer.Option(False, "--messages", help="take the messages back too"),
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Retract every fact a session's messages wrote (as events; `why` shows it); reverting twice changes nothing."""
+    from datetime import datetime
+
+    when = datetime.fromisoformat(since) if since else None
+    with _open(path, tenant, model) as m:
+        console.print_json(json.dumps(m.revert(user=user, session_id=session_id, since=when, messages=messages)))
+
+
+@app.command()
 def note(
     text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
 ) -> None:

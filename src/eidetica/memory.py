@@ -24,7 +24,7 @@ from .actors import (
     SessionActor,
 )
 from ._compaction import plan_compaction
-from ._owners import append_through_owner, reembed_vectors
+from ._owners import append_through_owner
 from ._items import Items
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
@@ -453,12 +453,15 @@ class Memory:
             for f in facts
         ]
 
-    def forget(self, fact_id: str, *, user: str) -> None:
-        """Forget one fact."""
+    def forget(self, fact_id: str, *, user: str, request_id: str | None = None) -> None:
+        """Forget one fact (``request_id`` and, on a server, the API key's name are recorded: ``explain``)."""
+        from ._audit import who
+
         check_id("user", user)
         if not isinstance(fact_id, str):
             raise InvalidInput("fact_id", "must be a string", fact_id)
-        self.runtime.curator(self.tenant, user).forget(fact_id)
+        by, rid = who(request_id)
+        self.runtime.curator(self.tenant, user).forget(fact_id, rid or "", by)
 
     def forget_matching(self, query: str, threshold: float = 0.85, *, user: str) -> list[str]:
         """Forget every fact of a user close to ``query``; returns their ids."""
@@ -749,29 +752,25 @@ class Memory:
         return report
 
     def reembed(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
-        """Embed every live text again with ``embedder``, record the switch, and move to it.
+        """Embed every live text again with ``embedder``, record the switch, and move to it (resumable)."""
+        from ._reembed import reembed
 
-        Old vectors stay in the log; queries use the old index until the new one is built.
-        Re-running after a crash resumes: event ids are derived, so appends are idempotent.
-        """
-        if embedder.model_id == self.embedder.model_id and embedder.dim == self.embedder.dim:
-            raise InvalidInput("embedder", f"the store already uses {embedder.model_id}")
+        return reembed(self, embedder, progress)
+
+    # -- audit and rewind (provenance, revert: _audit.py, _revert.py) -------------------
+    def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
+        """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
+        from ._audit import explain
+
+        check_id("user", user)
         self._sync()
-        _, live = plan_compaction(self.log)
-        live = [(ev, d) for ev, d in live if d.model_id == self.embedder.model_id]
-        done_at = getattr(self.log, "event_offset", None)
-        if done_at is not None:  # a resumed run skips what it wrote: a model may not embed a text the same twice
-            live = [(ev, d) for ev, d in live
-                    if done_at(uuid.uuid5(ev.event_id, embedder.model_id), ev.stream, ev.tenant) is None]
-        total = reembed_vectors(self.runtime, live, embedder, progress)  # through each stream's one writer
-        with self._qlock:
-            self.views.fresh(embedder)
-            EmbedderRecord(self.log).switch(embedder.model_id, embedder.dim, self.embedder.model_id)
-            self.embedder = embedder
-            if isinstance(self.runtime, LocalRuntime):
-                self.runtime = LocalRuntime(self.log, embedder, self.llm, self.config, self.clock,
-                                            self.actor_snapshots)
-        return total
+        return explain(self.log, self.tenant, fact_id, user)
+
+    def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
+        """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent; messages kept unless asked."""
+        from ._revert import revert
+
+        return revert(self, user, session_id, since, messages)
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop the projections and replay the log into them; returns events replayed."""

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import EideticaError, InvalidInput, NotFound, Unauthorized
+from .._audit import acting
 from ..memory import Memory
 from .._transfer import event_row
 from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
@@ -214,6 +215,13 @@ class SummarizeIn(_Body):
     """Roll old turns into the summary now."""
 
     force: Any = True
+
+
+class RevertIn(_Body):
+    """Retract what a session's messages wrote (since a time); ``messages`` takes them back too."""
+
+    since: Optional[dt.datetime] = None
+    messages: Any = False
 
 
 class ScheduleIn(_Body):
@@ -491,11 +499,29 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         kw = _set(body)
         return _json(m.recall(kw.pop("query", None), user=user, **kw))
 
+    def asking(request: Request) -> Any:
+        """Record who asks (the API key's name) and the request id on the deletions this request makes."""
+        auth = request.headers.get("authorization", "")
+        name = keys.name_of(auth[7:].strip()) if keys is not None and auth[:7].lower() == "bearer " else ""
+        return acting(name, request.headers.get("x-request-id") or uuid.uuid4().hex)
+
     @app.delete(U + "/memories/{fact_id}", tags=["memories"])
-    def forget(user: str, fact_id: str, m: Memory = M) -> Response:
-        """Forget one fact."""
-        m.forget(fact_id, user=user)
+    def forget(user: str, fact_id: str, request: Request, m: Memory = M) -> Response:
+        """Forget one fact (the key's name and the request id are recorded: its history shows them)."""
+        with asking(request):
+            m.forget(fact_id, user=user)
         return _wrote(m, {"forgotten": fact_id})
+
+    @app.post(U + "/sessions/{session_id}/revert", tags=["memories"])
+    def revert(user: str, session_id: str, request: Request, body: RevertIn = Body(RevertIn()), m: Memory = M) -> Response:
+        """Retract every fact the session's messages wrote (since ``since``); reverting twice changes nothing."""
+        with asking(request):
+            return _wrote(m, m.revert(user=user, session_id=session_id, since=body.since, messages=body.messages))
+
+    @app.get(U + "/memories/{fact_id}/history", tags=["memories"])
+    def fact_history(user: str, fact_id: str, m: Memory = M) -> Response:
+        """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
+        return _json(m.explain(fact_id, user=user))
 
     @app.post(U + "/memories/forget-matching", tags=["memories"])
     def forget_matching(user: str, body: ForgetMatchingIn, m: Memory = M) -> Response:
