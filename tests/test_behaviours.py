@@ -332,3 +332,22 @@ def test_list_memories_reads_the_one_fact_read_model(mem, clock) -> None:
     import eidetica.actors as actors
 
     assert not hasattr(actors, "FactState")  # the second fact model is gone from the API
+
+
+# -- tool-call arguments are indexed with their message ----------------------------------
+def test_a_word_only_in_tool_call_arguments_finds_its_message(mem) -> None:
+    import json
+
+    s = mem.session("t", user="u")
+    s.append("user", "Book me a flight please.")
+    s.append("assistant", "Let me look that up.", metadata={"tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "search_flights", "arguments": json.dumps({"destination": "Reykjavik", "seats": 2})}}]})
+    s.append("assistant", "And a hotel.", metadata={"tool_calls": [{"name": "lookup_hotel", "args": {"city": "Akureyri"}}]})
+    s.append("tool", "3 flights found")
+    found = {q: [(h.kind, h.text) for h in mem.search(q, user="u")] for q in ("Reykjavik", "Akureyri")}
+    assert found["Reykjavik"][0] == ("message", "Let me look that up.\n[search_flights: destination: Reykjavik, seats: 2]")
+    assert found["Akureyri"][0] == ("message", "And a hotel.\n[lookup_hotel: city: Akureyri]")
+    assert [x.content for x in s.history()][1] == "Let me look that up."  # the message itself is unchanged
+    mem.rebuild()  # a replay of the log indexes the same text
+    assert {q: [(h.kind, h.text) for h in mem.search(q, user="u")] for q in found} == found

@@ -29,7 +29,7 @@ from ._config import STRATEGIES, MemoryConfig
 from ._records import Message
 from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
-from ._text import check_metadata, check_text, chunk_text, content_hash, vectors_to_bytes
+from ._text import check_metadata, check_text, chunk_text, content_hash, indexed_text, vectors_to_bytes
 from ._writer import append_expecting
 
 __all__ = ["SessionActor", "ROLES", "SUMMARY_PREFIX"]
@@ -169,7 +169,7 @@ class SessionActor(StreamOwner):
             self.messages = [m for m in self.messages if m.sequence != ev.sequence]
             self._cum.clear()
             for m in gone:  # its text may be appended again: it must be embedded again then
-                for c in chunk_text(m.content, self.config.chunk_chars, self.config.chunk_overlap):
+                for c in chunk_text(indexed_text(m.content, m.metadata), self.config.chunk_chars, self.config.chunk_overlap):
                     self.hashes.pop(content_hash(c), None)
         elif isinstance(ev, ChunksEmbedded):
             for i, (cid, t) in enumerate(zip(ev.chunk_ids, ev.texts)):
@@ -256,7 +256,8 @@ class SessionActor(StreamOwner):
                 session_id=self.session_id, user_id=self.user_id, role=role, content=content, sequence=seq, metadata=metadata
             )
             events.append(NewEvent.of(ev, tenant=self.tenant, event_id=event_id, time=time))
-            for j, chunk in enumerate(chunk_text(content, self.config.chunk_chars, self.config.chunk_overlap)):
+            text = indexed_text(content, metadata)  # tool-call arguments are searchable with their message
+            for j, chunk in enumerate(chunk_text(text, self.config.chunk_chars, self.config.chunk_overlap)):
                 h = content_hash(chunk)
                 meta = dict(metadata, sequence=seq, role=role)
                 # Same text already searchable in this session: one row, not two, but it moves to
