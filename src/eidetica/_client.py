@@ -29,6 +29,7 @@ import msgspec
 from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
 from .errors import InvalidInput
+from ._context import CONTEXT_TOKENS
 from .projections._state import ItemInfo, SessionInfo
 from ._wire import WRITTEN_HEADER, error_from_body
 
@@ -282,9 +283,10 @@ class RemoteMemory:
             body["kinds"] = list(body["kinds"])
         return _HITS.decode(self._send("POST", "/v1/search", json=body).content)
 
-    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
-        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens}
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
+                as_data: bool = False) -> Any:
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as a dict)."""
+        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens, "as_data": as_data}
         return self._call("POST", "/v1/context", json=body)["context"]
 
     # -- maintenance -------------------------------------------------------------------
