@@ -501,26 +501,37 @@ def context_sections(block: str) -> dict[str, list[str]]:
     return out
 
 
-def foreign_questions(conv: Conversation, others: Sequence[Conversation], n: int = FOREIGN_QUESTIONS) -> list[str]:
-    """``n`` questions (evenly spaced, with evidence) of the conversation after ``conv`` in ``others``."""
+def foreign_questions(conv: Conversation, others: Sequence[Conversation], n: int = FOREIGN_QUESTIONS,
+                      swap: bool = False) -> list[str]:
+    """``n`` questions (evenly spaced, with evidence) of the conversation after ``conv`` in ``others``;
+    ``swap``: with that conversation's speakers renamed to ``conv``'s (a never-discussed topic
+    about people this memory knows: the names no longer give it away)."""
     ids = [c.conv_id for c in others]
     if len(others) < 2 or conv.conv_id not in ids:
         return []
     nxt = others[(ids.index(conv.conv_id) + 1) % len(others)]
     qs = [q.question for q in nxt.questions if q.evidence]
     step = max(1, len(qs) // n)
-    return qs[::step][:n]
+    qs = qs[::step][:n]
+    if swap:
+        for a, b in ((nxt.speaker_a, conv.speaker_a), (nxt.speaker_b, conv.speaker_b)):
+            if a and b:
+                qs = [re.sub(rf"\b{re.escape(a)}\b", b, q) for q in qs]
+    return qs
 
 
-def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: Any) -> dict[str, list[float]]:
+def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: Any,
+                       swapped: Sequence[str] = ()) -> dict[str, list[float]]:
     """Per question: what ``context()``, ``recall()`` and ``search()`` (no options) deliver of its evidence,
     ``context()``'s latency (query embedding included); per foreign question: whether search answers
-    and whether the block shows anything outside ``### Profile``."""
+    and whether the block shows anything outside ``### Profile`` (``swapped``: the same with the
+    speakers renamed, ``foreign_swapped_*``)."""
     sentences = {t.dia_id: turn_sentences(t.plain or t.text) for s in conv.sessions for t in s.turns}
     fact_turns = {f.text: set(hit_turns(f)) for f in m.list_memories(user=USER, limit=10_000)}
     clear = getattr(emb, "cache_clear", lambda: None)
     out: dict[str, list[float]] = {"context": [], "recall": [], "search": [], "context_ms": [], "context_tokens": [],
-                                   "foreign_search": [], "foreign_context": []}
+                                   "foreign_search": [], "foreign_context": [], "foreign_swapped_search": [],
+                                   "foreign_swapped_context": []}
     from eidetica.providers import count_tokens
 
     for q in conv.questions:
@@ -536,10 +547,11 @@ def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: 
         for name, hits in (("recall", m.recall(q.question, user=USER)), ("search", m.search(q.question, user=USER))):
             turns = set(hits_to_turns([h for h in hits if _get(h, "kind") != "summary"]))
             out[name].append(delivered(q.evidence, " ".join(_get(h, "text") for h in hits), turns, sentences))
-    for question in foreign:
-        out["foreign_search"].append(float(bool(m.search(question, user=USER))))
-        secs = context_sections(m.context(question, user=USER))
-        out["foreign_context"].append(float(any(lines for name, lines in secs.items() if name != "Profile")))
+    for key, questions in (("foreign", foreign), ("foreign_swapped", swapped)):
+        for question in questions:
+            out[f"{key}_search"].append(float(bool(m.search(question, user=USER))))
+            secs = context_sections(m.context(question, user=USER))
+            out[f"{key}_context"].append(float(any(lines for name, lines in secs.items() if name != "Profile")))
     return out
 
 
@@ -548,7 +560,8 @@ def agent_summary(rows: Mapping[str, Mapping[str, list[float]]]) -> dict[str, An
     def mean(v: Sequence[float]) -> float:
         return round(sum(v) / len(v), 4) if v else 0.0
 
-    keys = ("context", "recall", "search", "foreign_search", "foreign_context")
+    keys = ("context", "recall", "search", "foreign_search", "foreign_context", "foreign_swapped_search",
+            "foreign_swapped_context")
     allv = {k: [x for r in rows.values() for x in r[k]] for k in (*keys, "context_ms", "context_tokens")}
     return {
         **{k: mean(allv[k]) for k in keys},
@@ -685,7 +698,8 @@ def run_eval(
                     ingest_appends(m, conv, style)
                     _use_disk(emb, False)
                     agent_rows[conv.conv_id] = agent_conversation(
-                        m, conv, foreign_questions(conv, others or conversations), emb)
+                        m, conv, foreign_questions(conv, others or conversations), emb,
+                        foreign_questions(conv, others or conversations, swap=True))
                     log(f"conversation {conv.conv_id} (agent): " + json.dumps(agent_summary({conv.conv_id: agent_rows[conv.conv_id]})["by_conversation"][conv.conv_id]))
                 finally:
                     m.close()
@@ -943,7 +957,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             a = results["agent"]
             print(f"agent (no options): context {a['context']:.3f}, recall {a['recall']:.3f}, search {a['search']:.3f} "
                   f"of evidence turns; other conversation's questions: search answers {a['foreign_search']:.3f}, "
-                  f"context shows more than the profile {a['foreign_context']:.3f}; context p50 "
+                  f"context shows more than the profile {a['foreign_context']:.3f} (speakers renamed: "
+                  f"{a['foreign_swapped_search']:.3f} / {a['foreign_swapped_context']:.3f}); context p50 "
                   f"{a['context_ms_p50']:.1f} ms, {a['context_tokens_p50']:.0f} tokens", flush=True)
         if "holdout" in results:
             h = results["holdout"]

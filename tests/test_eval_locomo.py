@@ -235,6 +235,8 @@ def test_agent_rows_count_quoted_and_named_turns(tiny, tmp_path) -> None:
         "Profile": ["- a"], "Facts": ["- b"]}
     other = ev.Conversation("8", "A", "B", [], [ev.Question(f"q{i}?", 4, ("D1:1",)) for i in range(90)])
     assert ev.foreign_questions(tiny, [tiny, other]) == [f"q{i}?" for i in range(0, 80, 2)]
+    other.questions[0] = ev.Question("What did A paint?", 4, ("D1:1",))
+    assert ev.foreign_questions(tiny, [tiny, other], swap=True)[0] == "What did Ana paint?"
     res = ev.run_eval([tiny], modes=[], ks=(1, 5), store=tmp_path / "store", embedder="hash", progress=False,
                       log=lambda s: None, agent=True, others=[tiny, other])
     a = res["agent"]

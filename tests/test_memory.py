@@ -18,6 +18,7 @@ import eidetica._client
 from eidetica.actors import MemoryConfig, Summarizer
 from eidetica.errors import EmbeddingModelChanged, EventIdConflict, InvalidInput, NotFound, WrongExpectedVersion
 from eidetica.events.streams import facts_stream, session_stream, summary_stream
+from eidetica.projections._ranking import default_options
 from eidetica.providers import HashEmbedder, OfflineLLM
 
 T0 = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.timezone.utc)
@@ -407,11 +408,12 @@ def test_recall_makes_hits_of_only_what_it_returns_and_returns_what_the_full_sea
                   for i, w in enumerate(words * 2)] + [{"role": "user", "content": facts[0]}])
         for q in ("tea jazz", "Lisbon", "bees and chess today", "piano"):
             for k in (1, 3, 10):
-                full = m._search(q, top_k=4 * k, user="ada", kinds=["fact", "message"], names=True)
+                # one calibrated scale, search's defaults: no fact-first re-sort
+                full = m._search(q, top_k=4 * k, user="ada", kinds=["fact", "message"], names=True,
+                                 **default_options())
                 seen = {h.text for h in full if h.kind == "fact"}
                 want = [h for h in full if h.kind == "fact" or (h.metadata.get("role", "user") == "user"
-                                                                and h.text not in seen)]
-                want = sorted(want, key=lambda h: not (h.kind == "fact" and h.score >= 0.20))[:k]
+                                                                and h.text not in seen)][:k]
                 got = m.recall(q, top_k=k, user="ada")
                 assert got == want and got, (q, k)
                 assert any(h.kind == "message" for h in m.recall("today", top_k=10, user="ada"))
@@ -729,13 +731,27 @@ def test_recency_option_prefers_newer_messages(mem, clock) -> None:
 def test_context_block(mem) -> None:
     mem.remember("Ada is vegetarian", category="food", user="ada")
     mem.store_note("Ada asked for a window seat", user="ada")
+    mem.remember("I am allergic to shellfish", category="health", user="ada")
+    mem.session("c1", user="ada").append("user", "I adopted a greyhound called Biscuit last spring")
     block = mem.context("what should Ada eat", user="ada")
     assert block.startswith("## Relevant Memory")
-    assert "vegetarian" in block and "[Food | " in block
+    # the standing health fact is profile, shown for any question; the food fact answers this one
+    assert "### Profile\n- I am allergic to shellfish (health)" in block
+    assert "### Facts\n- Ada is vegetarian (food)" in block
+    dog = mem.context("what breed is the dog Biscuit", user="ada")
+    assert "### From past conversations\n- [" in dog and ", c1] user: I adopted a greyhound" in dog
+    # a question about someone never discussed: the profile alone
+    other = mem.context("What did Caroline research for her thesis?", user="ada")
+    assert "### Profile" in other and "### Facts" not in other and "past conversations" not in other
+    data = mem.context("what breed is the dog Biscuit", user="ada", as_data=True)
+    assert data["conversations"][0]["session_id"] == "c1" and "greyhound" in data["conversations"][0]["text"]
+    assert [p["text"] for p in data["profile"]] == ["I am allergic to shellfish"] and data["tokens"] > 0
     small = mem.context("what should Ada eat", user="ada", max_tokens=12)
     assert len(small) < len(block)
     with pytest.raises(InvalidInput):
         mem.context("x", user="ada", max_tokens=0)
+    with pytest.raises(InvalidInput):
+        mem.context("x", user="ada", as_data="yes")
 
 
 # -- sessions ------------------------------------------------------------------------------

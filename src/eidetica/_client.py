@@ -31,7 +31,8 @@ import msgspec
 from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
 from .errors import InvalidInput, Unavailable
-from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS
+from ._context import CONTEXT_TOKENS
+from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS
 from .projections._state import ItemInfo, NoteInfo, SessionInfo
 from ._transfer import write_export
 from ._wire import WRITTEN_HEADER, error_from_body
@@ -309,7 +310,7 @@ class RemoteMemory:
         exclude_session: str | None = None,
         session_id: str | None = None,
         min_score: float = MIN_SCORE,
-        kinds: Sequence[str] = ("message", "summary"),
+        kinds: Sequence[str] = SEARCH_KINDS,
         mode: str = "hybrid",
         names: bool = True,
         candidates: int = SEARCH_DEFAULTS.candidates,
@@ -337,9 +338,10 @@ class RemoteMemory:
                 "fusion": fusion, "min_offset": _floor(min_offset)}
         return _HITS.decode(self._send("POST", "/v1/search", json=body).content)
 
-    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
-        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens}
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
+                as_data: bool = False) -> Any:
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as a dict)."""
+        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens, "as_data": as_data}
         return self._call("POST", "/v1/context", json=body)["context"]
 
     # -- maintenance -------------------------------------------------------------------

@@ -27,7 +27,7 @@ __all__ = ["CONTEXT_TOKENS", "PROFILE_CATEGORIES", "PROFILE_SHARE", "build", "re
 
 CONTEXT_TOKENS = 800  # the default budget (BENCHMARKS.md: evidence delivered per budget)
 PROFILE_SHARE = 0.25  # of the budget, at most, for the profile
-PROFILE_CATEGORIES = frozenset({"health", "location", "work", "relationship", "identity", "preference", "general"})
+PROFILE_CATEGORIES = frozenset({"health", "location", "work", "relationship", "identity", "preference", "preferences", "general"})
 CANDIDATES = 40  # hits asked of the one search: more than a budget of <= 1,000 tokens holds
 HEADING = "## Relevant Memory"
 TITLES = {"profile": "### Profile", "facts": "### Facts", "notes": "### Notes",

@@ -37,7 +37,7 @@ from .events.streams import parse_stream
 from .projections import LocalViews, NoteInfo, SearchHit
 from . import _context
 from ._context import CONTEXT_TOKENS
-from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, SearchOptions, default_options
+from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, SearchOptions, default_options
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
@@ -601,7 +601,7 @@ class Memory:
         first. Scores are calibrated (comparable across queries): ``min_score`` (0.30) drops
         what is probably not relevant; with a positive ``min_score``, a query naming a person,
         place or thing no document of this store holds returns nothing (never discussed).
-        ``kinds``: messages, summaries, facts and notes by default.
+        ``kinds``: messages, summaries, facts and notes by default (facts and notes pass at 0.20).
 
         ``names``: drop participants' names (see ``participant_names``) and the user's own
         name from the query: they say who spoke, not what about. ``candidates``: rows asked of
@@ -623,14 +623,21 @@ class Memory:
         check_id("user", user)
         if session_id is not None:
             check_id("session_id", session_id)
-        return self._search(
-            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, session_id=session_id,
-            min_score=min_score, mode=mode,
+        # Facts and notes pass at FACT_MIN_SCORE when the cut is higher: a user's few distilled rows
+        # rarely match by chance, and a paraphrase's cosine alone ("what does Ada eat" -> "Ada is
+        # vegetarian": 0.26 with MiniLM) has to pass.
+        distilled = bool({"fact", "note"} & set(kinds)) if isinstance(kinds, (list, tuple, set, frozenset)) else False
+        low = (distilled and isinstance(min_score, (int, float)) and not isinstance(min_score, bool)
+               and min_score > FACT_MIN_SCORE)
+        hits = self._search(
+            query, top_k=2 * top_k if low else top_k, user=user, kinds=kinds, exclude_session=exclude_session,
+            session_id=session_id, min_score=FACT_MIN_SCORE if low else min_score, mode=mode,
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
             confidence_weight=confidence_weight, speaker_weight=speaker_weight, time_weight=time_weight, fusion=fusion,
             min_offset=min_offset,
         )
+        return [h for h in hits if not low or h.kind in ("fact", "note") or h.score >= min_score][:top_k]
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
                 as_data: bool = False) -> Any:

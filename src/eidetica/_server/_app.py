@@ -29,7 +29,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import EideticaError, InvalidInput, NotFound, Unauthorized
 from .._audit import acting
+from .._context import CONTEXT_TOKENS
 from ..memory import Memory
+from ..projections._ranking import MIN_SCORE, SEARCH_KINDS
 from .._transfer import event_row
 from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
 from ._keys import KeyStore
@@ -171,8 +173,8 @@ class SearchIn(_Body):
     top_k: Any = 10
     exclude_session: Any = None
     session_id: Any = None
-    min_score: Any = 0.60
-    kinds: Any = ("message", "summary")
+    min_score: Any = MIN_SCORE
+    kinds: Any = SEARCH_KINDS
     mode: Any = "hybrid"
     names: Any = True
     candidates: Any = 50
@@ -195,7 +197,8 @@ class ContextIn(_Body):
     query: Any = None
     user: Any = None
     max_facts: Any = 10
-    max_tokens: Any = 500
+    max_tokens: Any = CONTEXT_TOKENS
+    as_data: Any = False
 
 
 class ForgetMatchingIn(_Body):
@@ -576,7 +579,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
 
     @app.post("/v1/context", tags=["search"])
     def context(body: ContextIn, m: Memory = M) -> Response:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as JSON)."""
         kw = _set(body)
         return _json({"context": m.context(kw.pop("query", None), user=kw.pop("user", None), **kw)})
 
