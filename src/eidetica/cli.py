@@ -401,13 +401,15 @@ app.add_typer(keys_app, name="keys")
 def keys_create(
     tenant: str = typer.Option(..., "--tenant", "-t", help="the tenant the key acts in"),
     name: str = typer.Option("", "--name", help="a label (who or what uses the key)"),
+    operator: bool = typer.Option(False, "--operator", help="may also read store-wide /metrics from anywhere"),
     path: Path = PATH,
 ) -> None:
     """Create a key; it is shown once, alone on the last line (only a salted hash is stored)."""
     from ._server import KeyStore
 
-    key_id, key = KeyStore(path).create(tenant, name)
-    err.print(f"key {key_id} for tenant {tenant!r} created; store it now, it is not shown again:")
+    key_id, key = KeyStore(path).create(tenant, name, operator=operator)
+    kind = "operator key" if operator else "key"
+    err.print(f"{kind} {key_id} for tenant {tenant!r} created; store it now, it is not shown again:")
     print(key)
 
 
@@ -417,10 +419,10 @@ def keys_list(path: Path = PATH) -> None:
     from ._server import KeyStore
 
     table = Table(title="API keys")
-    for col in ("id", "tenant", "name", "created"):
+    for col in ("id", "tenant", "name", "created", "operator"):
         table.add_column(col)
     for k in KeyStore(path).list():
-        table.add_row(k["id"], escape(k["tenant"]), escape(k["name"]), k["created"])
+        table.add_row(k["id"], escape(k["tenant"]), escape(k["name"]), k["created"], "yes" if k["operator"] else "")
     console.print(table)
 
 
