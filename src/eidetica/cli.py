@@ -442,11 +442,13 @@ def keys_create(
     tenant: str = typer.Option(..., "--tenant", "-t", help="the tenant the key acts in"),
     name: str = typer.Option("", "--name", help="a label (who or what uses the key)"),
     init: bool = typer.Option(False, "--init", help="create the store directory when there is none yet"),
+    operator: bool = typer.Option(False, "--operator", help="may also read store-wide /metrics from anywhere"),
     path: Path = PATH,
 ) -> None:
     """Create a key; it is shown once, alone on the last line (only a salted hash is stored)."""
-    key_id, key = _key_store(path, init=init).create(tenant, name)
-    err.print(f"key {key_id} for tenant {tenant!r} created in {escape(str(path))}; store it now, it is not shown again:",
+    key_id, key = _key_store(path, init=init).create(tenant, name, operator=operator)
+    kind = "operator key" if operator else "key"
+    err.print(f"{kind} {key_id} for tenant {tenant!r} created in {escape(str(path))}; store it now, it is not shown again:",
               soft_wrap=True)
     print(key, flush=True)
 
@@ -455,10 +457,10 @@ def keys_create(
 def keys_list(path: Path = PATH) -> None:
     """Key ids, tenants, names and creation times (never the keys)."""
     table = Table(title=f"API keys of {path}")
-    for col in ("id", "tenant", "name", "created"):
+    for col in ("id", "tenant", "name", "created", "operator"):
         table.add_column(col)
     for k in _key_store(path).list():
-        table.add_row(k["id"], escape(k["tenant"]), escape(k["name"]), k["created"])
+        table.add_row(k["id"], escape(k["tenant"]), escape(k["name"]), k["created"], "yes" if k["operator"] else "")
     console.print(table)
 
 

@@ -697,6 +697,9 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _wrote(m, n)  # {"written": ..., "skipped": ...}
 
     _item_routes(app, M)
+    from ._ui import mount_ui  # the inspector pages (/ui), same keys and tenant views
+
+    mount_ui(app, memory)
     return app
 
 

@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from .. import _observe
 from ..errors import InvalidInput, NotFound, WrongExpectedVersion
 from ..events import (
     ChunksEmbedded,
@@ -551,6 +552,14 @@ class FactCurator(StreamOwner):
         if not todo:
             return []
         ids: list[str] = []
+        _observe.add("extraction_queue", len(todo))  # waiting for the lock or the LLM, until done
+        try:
+            return self._extract(todo, ids)
+        finally:
+            _observe.add("extraction_queue", -len(todo))
+
+    def _extract(self, todo: list[dict[str, Any]], ids: list[str]) -> list[str]:
+        """``extract``'s work for messages not yet extracted (one at a time, under the actor's lock)."""
         with self._lock:
             for m in todo:
                 text = m["content"].strip()

@@ -40,6 +40,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
+from .. import _observe
 from ..errors import CorruptLog, InvalidInput, StorageError, StoreLocked
 from .envelope import LOG_SCHEMA, batch_checksum
 from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, FsyncPolicy, _BatchEntry, _IdIndex
@@ -638,6 +639,7 @@ class ArrowLog(BatchLog):
             start, end = seg.append(batch)
             if self.fsync == "always":
                 os.fdatasync(seg.fd)
+                _observe.count("log_fsyncs")
         except BaseException:
             self._open.pop(partition, None)
             self._undo(seg, good)
@@ -669,6 +671,7 @@ class ArrowLog(BatchLog):
         seg = self._open.get(partition)
         if seg is not None:
             os.fdatasync(seg.fd)
+            _observe.count("log_fsyncs")
 
     def _finish(self, partition: int) -> None:
         seg = self._open.pop(partition, None)

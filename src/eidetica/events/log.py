@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 import numpy as np
 import pyarrow as pa
 
+from .. import _observe
 from ..errors import EventIdConflict, InvalidInput, WrongExpectedVersion
 from .envelope import (
     ANY,
@@ -597,6 +598,9 @@ class BatchLog(EventLog):
             if runs:
                 batch = batch_from_runs(runs, utcnow())
                 locator = self._write(part.index, batch)
+                _observe.count("log_appends", len(runs))
+                _observe.count("log_events", batch.num_rows)
+                _observe.observe("log_group_commit", len(runs))  # appends that shared this write
                 part.wrote = True
                 part.dirty = self.fsync == "batch"
                 part.record(runs, locator)

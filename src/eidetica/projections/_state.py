@@ -1035,6 +1035,38 @@ class StateProjection(Projection):
                 found.update(u for (t, u), items in d.items() if t == tenant and items)
         return sorted(found)
 
+    def user_counts(self, tenant: str, user_id: str) -> dict[str, Any]:
+        """A user's sessions, messages, active facts, notes, schedules and last activity (no rows built)."""
+        with self._lock:
+            ss = [s for sid in self._user_sessions.get((tenant, user_id), ())
+                  if (s := self._sessions.get((tenant, sid))) is not None and not s.forgotten and s.user_id == user_id]
+            facts = self._facts.get((tenant, user_id), {})
+            notes = self._notes.get((tenant, user_id), {})
+            scheds = self._decoded((tenant, user_id))
+            times = [s.last for s in ss] + [f.updated for f in facts.values()] + [n.time for n in notes.values()]
+            times += [x.updated for x in scheds.values()]
+            return {"sessions": len(ss), "messages": sum(len(s.seqs) for s in ss),
+                    "facts": sum(f.status == "active" for f in facts.values()), "notes": len(notes),
+                    "schedules": len(scheds), "last_activity": max(times, default=None)}
+
+    def facts_page(self, tenant: str, user_id: str, *, status: str | None = None, category: str | None = None,
+                   offset: int = 0, limit: int = 50) -> dict[str, Any]:
+        """One page of a user's facts of any status (newest first), with counts by status and by category:
+        only the page's rows are built (a user may hold many thousands)."""
+        status_n: dict[str, int] = {}
+        category_n: dict[str, int] = {}
+        with self._lock:
+            facts = self._facts.get((tenant, user_id), {})
+            keys = []
+            for fid, f in facts.items():
+                status_n[f.status] = status_n.get(f.status, 0) + 1
+                category_n[f.category] = category_n.get(f.category, 0) + 1
+                if (status is None or f.status == status) and (category is None or f.category == category):
+                    keys.append((f.created, fid))
+            keys.sort(reverse=True)
+            rows = [facts[fid].info(fid) for _, fid in keys[offset:offset + limit]]
+        return {"facts": rows, "total": len(keys), "statuses": status_n, "categories": category_n}
+
     def item(self, tenant: str, namespace: tuple[str, ...], key: str) -> ItemInfo | None:
         """One framework store item, or None."""
         with self._lock:
