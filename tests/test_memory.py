@@ -904,7 +904,7 @@ def test_reembed_and_import_append_only_through_each_streams_writer(tmp_path) ->
     with eidetica.open(tmp_path / "b", embedder=HashEmbedder(dim=64)) as m:
         append = m.log.append
         m.log.append = spy
-        assert m.import_(tmp_path / "dump.jsonl") > 0
+        assert m.import_(tmp_path / "dump.jsonl")["written"] > 0
         assert {st.split(":")[0] for st, _ in callers} >= {"session", "summary", "facts", "notes", "items", "schedules"}
         assert all(mod.startswith("eidetica.actors.") for _, mod in callers), callers
         assert [n.text for n in m.list_notes(user="ada")] == ["Buy new boots"]
