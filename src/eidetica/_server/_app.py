@@ -562,16 +562,18 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _wrote(m, m.schedules.create(*args, user=kw.pop("user", None), **kw), 201)
 
     @app.get("/v1/schedules", tags=["schedules"])
-    def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
-        """Schedules whose name or payload contains ``query`` (all when empty)."""
+    def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, offset: int = 0,
+                         status: Optional[str] = None, m: Memory = M) -> Response:
+        """Schedules whose name or payload contains ``query`` (all when empty), oldest first; ``/count`` gives the total."""
         if not query:
-            return _json(m.schedules.list_all(user=user, limit=limit))
-        return _json(m.schedules.search(query, user=user, limit=limit))
+            return _json(m.schedules.list_all(user=user, limit=limit, offset=offset, status=status))
+        return _json(m.schedules.search(query, user=user, limit=limit, offset=offset, status=status))
 
     @app.get("/v1/schedules/count", tags=["schedules"])
-    def count_schedules(user: Optional[str] = None, m: Memory = M) -> Response:
-        """How many schedules (of a user, or the tenant)."""
-        return _json({"count": m.schedules.count(user=user)})
+    def count_schedules(user: Optional[str] = None, query: Optional[str] = None, status: Optional[str] = None,
+                        m: Memory = M) -> Response:
+        """How many schedules (of a user, or the tenant; matching ``query`` and ``status``)."""
+        return _json({"count": m.schedules.count(user=user, query=query, status=status)})
 
     @app.get("/v1/schedules/due", tags=["schedules"])
     def due(now: Optional[dt.datetime] = None, limit: int = 100, m: Memory = M) -> Response:
@@ -579,9 +581,10 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _json(m.schedules.due(now, limit))
 
     @app.get("/v1/schedules/{schedule_id}", tags=["schedules"])
-    def get_schedule(schedule_id: str, user: Optional[str] = None, m: Memory = M) -> Response:
-        """One schedule."""
-        return _json(m.schedules.get(schedule_id, user=user))
+    def get_schedule(schedule_id: str, user: Optional[str] = None, history: Optional[int] = None,
+                     m: Memory = M) -> Response:
+        """One schedule with its last ``history`` runs (each with its full output)."""
+        return _json(m.schedules.get(schedule_id, user=user, history=history))
 
     @app.patch("/v1/schedules/{schedule_id}", tags=["schedules"])
     def update_schedule(schedule_id: str, body: ScheduleChangeIn, m: Memory = M) -> Response:

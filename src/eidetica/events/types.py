@@ -219,6 +219,8 @@ class ScheduleRun(Event, frozen=True):
     result: str = ""
     next_run_at: dt.datetime | None = None
     output_summary: str = ""  # at most 500 characters, cut with a marker
+    output: str = ""  # the whole output when the summary had to cut it ("" when the summary is all of it)
+    run_id: str = ""  # "run-<uuid>" (older runs: their event id)
 
 
 class ExtractionCompleted(Event, frozen=True):

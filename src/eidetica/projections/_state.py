@@ -33,6 +33,7 @@ import time as _time
 import uuid
 from array import array
 from typing import Any, Literal, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 import numpy as np
@@ -126,7 +127,9 @@ class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
     last_result: str | None = None
     run_count: int = 0
     consecutive_failures: int = 0  # runs since the last successful one (see SUCCESS_STATUSES)
-    runs: list[dict[str, Any]] = []  # the latest RUN_HISTORY runs: run_at, status, result, output_summary
+    runs: list[dict[str, Any]] = []  # the latest runs: run_id, run_at (+ run_at_local), status, result, output_summary, output
+    next_run_local: dt.datetime | None = None  # next_run_at in the schedule's time zone
+    last_run_local: dt.datetime | None = None  # last_run_at in the schedule's time zone
 
     @property
     def id(self) -> str:
@@ -278,6 +281,7 @@ class _Schedule:
     def info(self, schedule_id: str) -> ScheduleInfo:
         f = self.fields
         last = self.history[-1] if self.history else None
+        tz = str(f.get("timezone", "UTC"))
         return ScheduleInfo(
             schedule_id=schedule_id,
             user_id=self.user_id,
@@ -295,7 +299,9 @@ class _Schedule:
             last_result=last["result"] if last else None,
             run_count=self.run_count,
             consecutive_failures=self.failures,
-            runs=[dict(r) for r in self.history],
+            runs=[dict(r, run_at_local=_local(r["run_at"], tz)) for r in self.history],
+            next_run_local=_local(_as_time(f.get("next_run_at")), tz),
+            last_run_local=_local(last["run_at"], tz) if last else None,
         )
 
 
@@ -310,6 +316,17 @@ def _as_time(value: Any) -> dt.datetime | None:
         return t if t.tzinfo else t.replace(tzinfo=UTC)
     except (ValueError, OverflowError, OSError):
         return None
+
+
+def _local(t: Any, zone: str) -> dt.datetime | None:
+    """A time in a schedule's time zone (None stays None; an unknown zone leaves it in UTC)."""
+    t = _as_time(t)
+    if t is None:
+        return None
+    try:
+        return t.astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return t
 
 
 def _utcnow() -> dt.datetime:
@@ -775,8 +792,9 @@ class StateProjection(Projection):
         s.runs.add(rec.event_id)  # one stream, one writer: runs arrive in stream order
         s.run_count += 1
         s.failures = 0 if e.status in SUCCESS_STATUSES else s.failures + 1
-        s.history = (s.history + [{"run_at": e.run_at, "status": e.status, "result": e.result,
-                                   "output_summary": e.output_summary}])[-RUN_HISTORY:]
+        s.history = (s.history + [{"run_id": e.run_id or str(rec.event_id), "run_at": e.run_at, "status": e.status,
+                                   "result": e.result, "output_summary": e.output_summary,
+                                   "output": e.output or e.output_summary}])[-RUN_HISTORY:]
         s.fields["next_run_at"] = e.next_run_at
         if e.next_run_at is None:
             s.fields["enabled"] = False  # a finished one-shot
