@@ -1057,3 +1057,21 @@ def test_schedule_search_pages_filters_by_status_and_counts_the_total(mem, clock
         with pytest.raises(InvalidInput) as e:
             sch.search("backup", **bad)
         assert e.value.field == field
+
+
+def test_facts_carry_metadata_and_are_filtered_by_it(mem) -> None:
+    trip = mem.remember("Ada is allergic to peanuts", user="ada", metadata={"source": "intake", "priority": 1})
+    mem.remember("Ada likes peanut-free granola", user="ada", metadata={"source": "chat"})
+    mem.remember("Ada drinks oat milk", user="ada")
+    listed = mem.list_memories(user="ada", metadata={"source": "intake"})
+    assert [h.id for h in listed] == [trip] and listed[0].metadata["priority"] == 1 and "sources" in listed[0].metadata
+    assert len(mem.list_memories(user="ada")) == 3
+    hits = mem.recall("peanuts", user="ada", metadata={"source": "chat"})
+    assert [h.text for h in hits] == ["Ada likes peanut-free granola"] and hits[0].metadata["source"] == "chat"
+    assert mem.recall("peanuts", user="ada", metadata={"source": "nowhere"}) == []
+    with pytest.raises(InvalidInput) as e:
+        mem.remember("x", user="ada", metadata=["not", "a", "dict"])
+    assert e.value.field == "metadata"
+    m2 = reopen(mem)  # the log (and any snapshot) keeps it
+    assert [h.id for h in m2.list_memories(user="ada", metadata={"priority": 1})] == [trip]
+    m2.close()

@@ -259,9 +259,11 @@ class RemoteMemory:
         self._send("DELETE", f"/v1/sessions/{_q(session_id)}", retry="delete")
 
     # -- facts -------------------------------------------------------------------------
-    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> str:
         """Store a fact about a user; returns its id (retried safely: one request id per call)."""
-        body = {"content": content, "category": category, "request_id": request_id or uuid.uuid4().hex}
+        body = {"content": content, "category": category, "request_id": request_id or uuid.uuid4().hex,
+                "metadata": metadata}
         return self._call("POST", f"/v1/users/{_q(user)}/memories", json=body)["id"]
 
     def remember_many(self, items: Sequence[Any], *, user: str, request_id: str | None = None) -> list[str]:
@@ -273,16 +275,21 @@ class RemoteMemory:
 
     def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None, mmr: float | None = None,
                recency_half_life: dt.timedelta | None = None, now: dt.datetime | None = None,
-               confidence_weight: float = 0.0, min_offset: int | Mapping[int, int] | None = None) -> list[Hit]:
+               confidence_weight: float = 0.0, min_offset: int | Mapping[int, int] | None = None,
+               metadata: dict[str, Any] | None = None) -> list[Hit]:
         """The user's facts most relevant to ``query`` (``min_offset``: read at least up to another handle's ``written``)."""
         body = {"query": query, "top_k": top_k, "category": category, "mmr": mmr, "now": now,
                 "recency_half_life": _seconds("recency_half_life", recency_half_life),
-                "confidence_weight": confidence_weight, "min_offset": _floor(min_offset)}
+                "confidence_weight": confidence_weight, "min_offset": _floor(min_offset), "metadata": metadata}
         return _HITS.decode(self._send("POST", f"/v1/users/{_q(user)}/memories/recall", json=body).content)
 
-    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
-        """The user's active facts, strongest first."""
-        r = self._send("GET", f"/v1/users/{_q(user)}/memories", params={"category": category, "limit": limit})
+    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20,
+                      metadata: dict[str, Any] | None = None) -> list[Hit]:
+        """The user's active facts, strongest first (``metadata``: those holding every given key and value)."""
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidInput("metadata", f"must be a dict, not {type(metadata).__name__}")
+        params = {"category": category, "limit": limit, "metadata": None if metadata is None else json.dumps(metadata)}
+        r = self._send("GET", f"/v1/users/{_q(user)}/memories", params=params)
         return _HITS.decode(r.content)
 
     def forget(self, fact_id: str, *, user: str) -> None:

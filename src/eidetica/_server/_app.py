@@ -140,6 +140,7 @@ class RememberIn(_Body):
     content: Any = None
     category: Any = "general"
     request_id: Optional[str] = None
+    metadata: Any = None
 
 
 class RememberManyIn(_Body):
@@ -160,6 +161,7 @@ class RecallIn(_Body):
     now: Optional[dt.datetime] = None
     confidence_weight: Any = 0.0
     min_offset: Any = None
+    metadata: Any = None
 
 
 class SearchIn(_Body):
@@ -472,7 +474,8 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     @app.post(U + "/memories", tags=["memories"], status_code=201)
     def remember(user: str, body: RememberIn, m: Memory = M) -> Response:
         """Store a fact (a restatement reinforces the existing one and returns its id)."""
-        return _wrote(m, {"id": m.remember(body.content, body.category, user=user, request_id=body.request_id)}, 201)
+        fid = m.remember(body.content, body.category, user=user, request_id=body.request_id, metadata=body.metadata)
+        return _wrote(m, {"id": fid}, 201)
 
     @app.post(U + "/memories/batch", tags=["memories"], status_code=201)
     def remember_many(user: str, body: RememberManyIn, m: Memory = M) -> Response:
@@ -480,9 +483,14 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _wrote(m, {"ids": m.remember_many(body.items, user=user, request_id=body.request_id)}, 201)
 
     @app.get(U + "/memories", tags=["memories"])
-    def list_memories(user: str, category: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
-        """The user's active facts, strongest first."""
-        return _json(m.list_memories(user=user, category=category, limit=limit))
+    def list_memories(user: str, category: Optional[str] = None, limit: int = 20, metadata: Optional[str] = None,
+                      m: Memory = M) -> Response:
+        """The user's active facts, strongest first (``metadata``: a JSON object every listed fact's metadata holds)."""
+        try:
+            want = None if metadata is None else json.loads(metadata)
+        except ValueError:
+            raise InvalidInput("metadata", "must be a JSON object", metadata) from None
+        return _json(m.list_memories(user=user, category=category, limit=limit, metadata=want))
 
     @app.post(U + "/memories/recall", tags=["memories"])
     def recall(user: str, body: RecallIn, m: Memory = M) -> Response:

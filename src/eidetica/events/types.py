@@ -125,6 +125,7 @@ class FactAsserted(Event, frozen=True):
     confidence: float = 1.0
     sources: list[dict[str, Any]] = []
     request_id: str = ""  # the caller's id for the remember() call: retries are exactly-once
+    metadata: dict[str, Any] = {}  # the caller's (remember(..., metadata=)); recall/list_memories filter on it
 
 
 class FactReinforced(Event, frozen=True):

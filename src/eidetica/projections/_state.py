@@ -97,6 +97,7 @@ class FactInfo(msgspec.Struct, frozen=True, kw_only=True):
     updated: dt.datetime
     sources: list[dict[str, Any]]
     user_id: str = ""
+    metadata: dict[str, Any] = {}  # the caller's, given to remember()
 
 
 class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -227,7 +228,7 @@ class _Session:
 
 class _Fact:
     __slots__ = ("user_id", "content", "category", "confidence", "status", "by", "created", "updated",
-                 "sources", "history", "seen")
+                 "sources", "history", "seen", "metadata")
 
     def __init__(self, user_id: str, e: ev.FactAsserted, time: dt.datetime) -> None:
         self.user_id = user_id
@@ -241,6 +242,7 @@ class _Fact:
         self.sources: list[dict[str, Any]] = list(e.sources)
         self.history: list[tuple[dt.datetime, str, dict[str, Any]]] = []
         self.seen: set[Any] = set()
+        self.metadata: dict[str, Any] = dict(e.metadata)
 
     def info(self, fact_id: str) -> FactInfo:
         return FactInfo(
@@ -254,6 +256,7 @@ class _Fact:
             updated=self.updated,
             sources=list(self.sources),
             user_id=self.user_id,
+            metadata=dict(self.metadata),
         )
 
 
@@ -339,6 +342,7 @@ class _FactRow(msgspec.Struct, array_like=True):
     sources: list[dict[str, Any]]
     history: list[tuple[dt.datetime, str, dict[str, Any]]]
     seen: list[uuid.UUID]
+    metadata: dict[str, Any] = {}  # last: a snapshot written before it decodes with none
 
 
 class _ScheduleRow(msgspec.Struct, array_like=True):
@@ -1083,7 +1087,7 @@ class StateProjection(Projection):
             "superseded_by": pa.array([x[3].by for x in fs], pa.string()),
             "created": pa.array([x[3].created for x in fs], _TS),
             "updated": pa.array([x[3].updated for x in fs], _TS),
-            "detail": pa.array([_ENC.encode(_FactRow(x[3].sources, x[3].history, sorted(x[3].seen))) for x in fs],
+            "detail": pa.array([_ENC.encode(_FactRow(x[3].sources, x[3].history, sorted(x[3].seen), x[3].metadata)) for x in fs],
                                pa.binary()),
         })
         ns = [(t, u, n) for (t, u), d in self._notes.items() for n in d.values()]
@@ -1194,7 +1198,7 @@ class StateProjection(Projection):
             d = fdec.decode(r["detail"])
             f.user_id, f.content, f.category, f.confidence = r["fact_user"], r["content"], r["category"], r["confidence"]
             f.status, f.by, f.created, f.updated = r["status"], r["superseded_by"], r["created"], r["updated"]
-            f.sources, f.history, f.seen = d.sources, d.history, set(d.seen)
+            f.sources, f.history, f.seen, f.metadata = d.sources, d.history, set(d.seen), d.metadata
             self._facts.setdefault((r["tenant"], r["user_id"]), {})[r["fact_id"]] = f
             self._fact_owner[(r["tenant"], r["fact_id"])] = r["user_id"]
         for r in t["notes"].to_pylist():
