@@ -1111,3 +1111,63 @@ def test_an_embedded_read_waits_for_a_future_min_offset_then_refuses(tmp_path) -
         hits = m.search("boat pier", user="u", min_offset=wanted, min_score=0.0)  # another thread's write, waited for
         late.join()
         assert [h.text for h in hits][:1] == ["The boat leaves from pier 9"]
+
+
+def test_schedule_runs_keep_their_full_output_an_id_and_local_times(mem, clock) -> None:
+    sch = mem.schedules
+    job = sch.create("nightly report", "cron", "0 22 * * *", user="ada", timezone="Asia/Tokyo")
+    long_output = "line of the report\n" * 100  # 1,900 characters: beyond the 500-character summary
+    sch.record_run(job.id, {"status": "ok", "output": long_output})
+    sch.record_run(job.id, {"status": "error", "output": "disk full", "run_id": "run-retry-1"})
+    got = sch.get(job.id)
+    first, second = got.runs
+    assert first["output"] == long_output and len(first["output_summary"]) <= 500
+    assert first["run_id"].startswith("run-") and second["run_id"] == "run-retry-1"
+    assert second["output"] == "disk full" == second["output_summary"]
+    tokyo = dt.timezone(dt.timedelta(hours=9))
+    assert got.next_run_local == got.next_run_at and got.next_run_local.utcoffset() == tokyo.utcoffset(None)
+    assert got.next_run_local.hour == 22  # the cron's hour, in the schedule's zone
+    assert first["run_at_local"].utcoffset() == tokyo.utcoffset(None)
+    assert [r["run_id"] for r in sch.get(job.id, history=1).runs] == ["run-retry-1"]  # history: the last N runs
+    assert sch.get(job.id, history=0).runs == []
+    with pytest.raises(InvalidInput) as e:
+        sch.get(job.id, history=-1)
+    assert e.value.field == "history"
+
+
+def test_schedule_search_pages_filters_by_status_and_counts_the_total(mem, clock) -> None:
+    sch = mem.schedules
+    ids = []
+    for i in range(5):
+        ids.append(sch.create(f"backup {i}", "interval", 3600, user="ada").id)
+        clock.now += dt.timedelta(seconds=1)
+    sch.create("water plants", "interval", 3600, user="ada")
+    sch.update(ids[1], enabled=False)
+    assert [s.id for s in sch.search("backup", limit=2)] == ids[:2]
+    assert [s.id for s in sch.search("backup", limit=2, offset=2)] == ids[2:4]
+    assert sch.count(query="backup") == 5 and sch.count() == 6
+    assert [s.id for s in sch.search("backup", status="disabled")] == [ids[1]]
+    assert sch.count(query="backup", status="enabled") == 4
+    assert len(sch.list_all(status="enabled", offset=1)) == 4
+    for bad, field in (({"status": "paused"}, "status"), ({"offset": -1}, "offset"), ({"limit": 0}, "limit")):
+        with pytest.raises(InvalidInput) as e:
+            sch.search("backup", **bad)
+        assert e.value.field == field
+
+
+def test_facts_carry_metadata_and_are_filtered_by_it(mem) -> None:
+    trip = mem.remember("Ada is allergic to peanuts", user="ada", metadata={"source": "intake", "priority": 1})
+    mem.remember("Ada likes peanut-free granola", user="ada", metadata={"source": "chat"})
+    mem.remember("Ada drinks oat milk", user="ada")
+    listed = mem.list_memories(user="ada", metadata={"source": "intake"})
+    assert [h.id for h in listed] == [trip] and listed[0].metadata["priority"] == 1 and "sources" in listed[0].metadata
+    assert len(mem.list_memories(user="ada")) == 3
+    hits = mem.recall("peanuts", user="ada", metadata={"source": "chat"})
+    assert [h.text for h in hits] == ["Ada likes peanut-free granola"] and hits[0].metadata["source"] == "chat"
+    assert mem.recall("peanuts", user="ada", metadata={"source": "nowhere"}) == []
+    with pytest.raises(InvalidInput) as e:
+        mem.remember("x", user="ada", metadata=["not", "a", "dict"])
+    assert e.value.field == "metadata"
+    m2 = reopen(mem)  # the log (and any snapshot) keeps it
+    assert [h.id for h in m2.list_memories(user="ada", metadata={"priority": 1})] == [trip]
+    m2.close()

@@ -42,8 +42,38 @@ __all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules", "Remot
 _HITS = msgspec.json.Decoder(list[Hit])
 _MESSAGES = msgspec.json.Decoder(list[Message])
 _SESSIONS = msgspec.json.Decoder(list[SessionInfo])
-_SCHEDULE = msgspec.json.Decoder(ScheduleInfo)
-_SCHEDULES = msgspec.json.Decoder(list[ScheduleInfo])
+
+
+class _Run(msgspec.Struct):
+    """The typed fields of a schedule run as JSON carries them (the rest of the run stays as sent)."""
+
+    run_at: Optional[dt.datetime] = None
+    run_at_local: Optional[dt.datetime] = None
+
+
+def _typed_runs(s: ScheduleInfo) -> ScheduleInfo:
+    """A schedule whose runs carry datetimes, as ``Memory.schedules`` gives them (JSON made them strings)."""
+    runs = []
+    for r in s.runs:
+        times = msgspec.convert({k: r[k] for k in ("run_at", "run_at_local") if k in r}, _Run)
+        runs.append(dict(r, **{k: getattr(times, k) for k in ("run_at", "run_at_local") if k in r}))
+    return msgspec.structs.replace(s, runs=runs)
+
+
+class _ScheduleDecoder:
+    """Schedules from JSON with typed run times."""
+
+    def __init__(self, kind: Any) -> None:
+        self._dec = msgspec.json.Decoder(kind)
+
+    def decode(self, content: bytes) -> Any:
+        """Decode one schedule or a list of them."""
+        out = self._dec.decode(content)
+        return [_typed_runs(s) for s in out] if isinstance(out, list) else _typed_runs(out)
+
+
+_SCHEDULE = _ScheduleDecoder(ScheduleInfo)
+_SCHEDULES = _ScheduleDecoder(list[ScheduleInfo])
 _ITEM = msgspec.json.Decoder(Optional[ItemInfo])
 _FOUND = msgspec.json.Decoder(list[tuple[ItemInfo, Optional[float]]])
 _NOTES = msgspec.json.Decoder(list[NoteInfo])
@@ -230,9 +260,11 @@ class RemoteMemory:
         self._send("DELETE", f"/v1/sessions/{_q(session_id)}", retry="delete")
 
     # -- facts -------------------------------------------------------------------------
-    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> str:
         """Store a fact about a user; returns its id (retried safely: one request id per call)."""
-        body = {"content": content, "category": category, "request_id": request_id or uuid.uuid4().hex}
+        body = {"content": content, "category": category, "request_id": request_id or uuid.uuid4().hex,
+                "metadata": metadata}
         return self._call("POST", f"/v1/users/{_q(user)}/memories", json=body)["id"]
 
     def remember_many(self, items: Sequence[Any], *, user: str, request_id: str | None = None) -> list[str]:
@@ -244,16 +276,21 @@ class RemoteMemory:
 
     def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None, mmr: float | None = None,
                recency_half_life: dt.timedelta | None = None, now: dt.datetime | None = None,
-               confidence_weight: float = 0.0, min_offset: int | Mapping[int, int] | None = None) -> list[Hit]:
+               confidence_weight: float = 0.0, min_offset: int | Mapping[int, int] | None = None,
+               metadata: dict[str, Any] | None = None) -> list[Hit]:
         """The user's facts most relevant to ``query`` (``min_offset``: read at least up to another handle's ``written``)."""
         body = {"query": query, "top_k": top_k, "category": category, "mmr": mmr, "now": now,
                 "recency_half_life": _seconds("recency_half_life", recency_half_life),
-                "confidence_weight": confidence_weight, "min_offset": _floor(min_offset)}
+                "confidence_weight": confidence_weight, "min_offset": _floor(min_offset), "metadata": metadata}
         return _HITS.decode(self._send("POST", f"/v1/users/{_q(user)}/memories/recall", json=body).content)
 
-    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
-        """The user's active facts, strongest first."""
-        r = self._send("GET", f"/v1/users/{_q(user)}/memories", params={"category": category, "limit": limit})
+    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20,
+                      metadata: dict[str, Any] | None = None) -> list[Hit]:
+        """The user's active facts, strongest first (``metadata``: those holding every given key and value)."""
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidInput("metadata", f"must be a dict, not {type(metadata).__name__}")
+        params = {"category": category, "limit": limit, "metadata": None if metadata is None else json.dumps(metadata)}
+        r = self._send("GET", f"/v1/users/{_q(user)}/memories", params=params)
         return _HITS.decode(r.content)
 
     def forget(self, fact_id: str, *, user: str, request_id: str | None = None) -> None:
@@ -531,24 +568,30 @@ class RemoteSchedules:
                 "payload": payload}
         return _SCHEDULE.decode(self._m._send("POST", "/v1/schedules", json=body, retry="connect").content)
 
-    def get(self, schedule_id: str, *, user: str | None = None) -> ScheduleInfo:
-        """One schedule."""
-        return _SCHEDULE.decode(self._m._send("GET", f"/v1/schedules/{_q(schedule_id)}", params={"user": user}).content)
+    def get(self, schedule_id: str, *, user: str | None = None, history: int | None = None) -> ScheduleInfo:
+        """One schedule with its last ``history`` runs, each with its full ``output``."""
+        params = {"user": user, "history": history}
+        return _SCHEDULE.decode(self._m._send("GET", f"/v1/schedules/{_q(schedule_id)}", params=params).content)
 
-    def search(self, query: str, *, user: str | None = None, limit: int = 20) -> list[ScheduleInfo]:
-        """Schedules whose name or payload contains the query."""
+    def search(self, query: str, *, user: str | None = None, limit: int = 20, offset: int = 0,
+               status: str | None = None) -> list[ScheduleInfo]:
+        """Schedules whose name or payload contains the query, oldest first; ``count`` gives the total."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "must be a non-empty string", query)
-        r = self._m._send("GET", "/v1/schedules", params={"query": query, "user": user, "limit": limit})
-        return _SCHEDULES.decode(r.content)
+        return self._list(query=query, user=user, limit=limit, offset=offset, status=status)
 
-    def list_all(self, *, user: str | None = None, limit: int = 20) -> list[ScheduleInfo]:
+    def list_all(self, *, user: str | None = None, limit: int = 20, offset: int = 0,
+                 status: str | None = None) -> list[ScheduleInfo]:
         """Every schedule (of a user, or the tenant), oldest first."""
-        return _SCHEDULES.decode(self._m._send("GET", "/v1/schedules", params={"user": user, "limit": limit}).content)
+        return self._list(user=user, limit=limit, offset=offset, status=status)
 
-    def count(self, *, user: str | None = None) -> int:
-        """How many schedules (of a user, or the tenant)."""
-        return int(self._m._call("GET", "/v1/schedules/count", params={"user": user})["count"])
+    def _list(self, **params: Any) -> list[ScheduleInfo]:
+        return _SCHEDULES.decode(self._m._send("GET", "/v1/schedules", params=params).content)
+
+    def count(self, *, user: str | None = None, query: str | None = None, status: str | None = None) -> int:
+        """How many schedules (of a user, or the tenant; matching ``query`` and ``status``): a search's total."""
+        params = {"user": user, "query": query, "status": status}
+        return int(self._m._call("GET", "/v1/schedules/count", params=params)["count"])
 
     def update(self, schedule_id: str, *, user: str | None = None, **changes: Any) -> ScheduleInfo:
         """Change name, cadence, expression, timezone, payload or enabled."""

@@ -28,7 +28,7 @@ from ._owners import append_through_owner
 from ._items import Items
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
-from .actors._text import check_id, check_text, sanitize_category
+from .actors._text import check_id, check_metadata, check_text, sanitize_category
 from .errors import CorruptIndex, InvalidInput, NotFound, ProviderError, ReplicaBehind
 from .events import ArrowLog, EventLog, RecordedEvent
 from ._pending import WRITE_ERROR_MODES, PendingWrites
@@ -371,7 +371,8 @@ class Memory:
             self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
 
     # -- facts -----------------------------------------------------------------------
-    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> str:
         """Store a fact about a user; returns its id (an existing id when it reinforced one).
 
         ``request_id`` (caller-chosen) makes a retry return the first call's id, writing nothing.
@@ -379,14 +380,19 @@ class Memory:
         A user keeps at most ``MemoryConfig.max_memories`` (default 1,000) active facts: beyond
         that every new fact prunes the weakest one (lowest confidence, then least recently
         reinforced) in the same commit; ``stats()["facts"]`` counts pruned facts.
+
+        ``metadata``: the caller's (JSON-like) for a new fact; ``recall`` and ``list_memories`` filter on it and
+        hits show it beside ``sources``. A restatement reinforces the existing fact and keeps its metadata.
         """
         check_id("user", user)
         check_text("content", content)
+        metadata = check_metadata("metadata", metadata)
         if request_id is not None:
             check_id("request_id", request_id)
         rid = request_id or uuid.uuid4().hex  # the request id makes a retried (queued) call exactly-once
         return self._write(
-            "remember", lambda: self.runtime.curator(self.tenant, user).remember(content, category, request_id=rid),
+            "remember", lambda: self.runtime.curator(self.tenant, user).remember(content, category, request_id=rid,
+                                                                                       metadata=metadata),
             f"pending:{rid}",
         )
 
@@ -412,6 +418,7 @@ class Memory:
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
         min_offset: int | Mapping[int, int] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> list[Hit]:
         """The user's facts most relevant to ``query`` (re-ranking options and ``min_offset`` as in ``search``).
 
@@ -419,14 +426,17 @@ class Memory:
         text is already a fact left out) on one calibrated scale, ranked as ``search`` ranks
         (its defaults): a fact does not outrank a message that answers better. The offline
         extractor keeps only common kinds of statements: a question about anything else is
-        still answered from what the user said. With a ``category``, facts only.
+        still answered from what the user said. With a ``category`` or ``metadata`` (facts whose
+        metadata holds every given key with that value), facts only.
         """
         check_id("user", user)
-        if category is not None:
-            category = sanitize_category(category)  # the form it was stored in
-            return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
-                                recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight,
-                                min_offset=min_offset, **default_options())
+        want = check_metadata("metadata", metadata)
+        if category is not None or want:
+            category = None if category is None else sanitize_category(category)  # the form it was stored in
+            facts = self._search_hits(query, top_k=min(10_000, 4 * top_k if want else top_k), user=user, kinds=["fact"],
+                                      category=category, mmr=mmr, recency_half_life=recency_half_life, now=now,
+                                      confidence_weight=confidence_weight, min_offset=min_offset, **default_options())
+            return [_hit(h) for h in facts if _holds(h.metadata, want)][:top_k]
         # One search over facts and messages: calibrated scores rank both on one scale.
         hits = self._search_hits(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"],
                                  names=True, mmr=mmr, recency_half_life=recency_half_life, now=now,
@@ -436,12 +446,14 @@ class Memory:
                if h.kind == "fact" or ((h.metadata or {}).get("role", "user") == "user" and h.text not in seen)]
         return [_hit(h) for h in out[:top_k]]  # only those returned are made into Hits
 
-    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
-        """The user's active facts, strongest first (from the one fact read model, ``projections.FactInfo``)."""
+    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20,
+                      metadata: dict[str, Any] | None = None) -> list[Hit]:
+        """The user's active facts, strongest first (``metadata``: those holding every given key and value)."""
         check_id("user", user)
         _check_k("limit", limit)
+        want = check_metadata("metadata", metadata)
         self._sync()
-        facts = self.state.facts(self.tenant, user)
+        facts = [f for f in self.state.facts(self.tenant, user) if _holds(f.metadata, want)]
         if category is not None:
             want = sanitize_category(category)
             facts = [f for f in facts if f.category == want]
@@ -449,7 +461,7 @@ class Memory:
         return [
             Hit(id=f.fact_id, kind="fact", text=f.content, score=_shown(f.confidence), time=f.created,
                 category=f.category, user_id=user, confidence=f.confidence, source_id=f.fact_id,
-                metadata={"sources": f.sources})
+                metadata={**f.metadata, "sources": f.sources})
             for f in facts
         ]
 
@@ -937,6 +949,12 @@ class SessionHandle:
 def _check_k(field: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 10_000:
         raise InvalidInput(field, "must be an int in [1, 10000]", value)
+
+
+def _holds(meta: Mapping[str, Any] | None, want: Mapping[str, Any]) -> bool:
+    """Whether ``meta`` has every key of ``want`` with the same value (a metadata filter)."""
+    meta = meta or {}
+    return all(k in meta and meta[k] == v for k, v in want.items())
 
 
 def _shown(score: float) -> float:

@@ -143,6 +143,7 @@ class RememberIn(_Body):
     content: Any = None
     category: Any = "general"
     request_id: Optional[str] = None
+    metadata: Any = None
 
 
 class RememberManyIn(_Body):
@@ -163,6 +164,7 @@ class RecallIn(_Body):
     now: Optional[dt.datetime] = None
     confidence_weight: Any = 0.0
     min_offset: Any = None
+    metadata: Any = None
 
 
 class SearchIn(_Body):
@@ -484,7 +486,8 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     @app.post(U + "/memories", tags=["memories"], status_code=201)
     def remember(user: str, body: RememberIn, m: Memory = M) -> Response:
         """Store a fact (a restatement reinforces the existing one and returns its id)."""
-        return _wrote(m, {"id": m.remember(body.content, body.category, user=user, request_id=body.request_id)}, 201)
+        fid = m.remember(body.content, body.category, user=user, request_id=body.request_id, metadata=body.metadata)
+        return _wrote(m, {"id": fid}, 201)
 
     @app.post(U + "/memories/batch", tags=["memories"], status_code=201)
     def remember_many(user: str, body: RememberManyIn, m: Memory = M) -> Response:
@@ -492,9 +495,14 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _wrote(m, {"ids": m.remember_many(body.items, user=user, request_id=body.request_id)}, 201)
 
     @app.get(U + "/memories", tags=["memories"])
-    def list_memories(user: str, category: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
-        """The user's active facts, strongest first."""
-        return _json(m.list_memories(user=user, category=category, limit=limit))
+    def list_memories(user: str, category: Optional[str] = None, limit: int = 20, metadata: Optional[str] = None,
+                      m: Memory = M) -> Response:
+        """The user's active facts, strongest first (``metadata``: a JSON object every listed fact's metadata holds)."""
+        try:
+            want = None if metadata is None else json.loads(metadata)
+        except ValueError:
+            raise InvalidInput("metadata", "must be a JSON object", metadata) from None
+        return _json(m.list_memories(user=user, category=category, limit=limit, metadata=want))
 
     @app.post(U + "/memories/recall", tags=["memories"])
     def recall(user: str, body: RecallIn, m: Memory = M) -> Response:
@@ -592,16 +600,18 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _wrote(m, m.schedules.create(*args, user=kw.pop("user", None), **kw), 201)
 
     @app.get("/v1/schedules", tags=["schedules"])
-    def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
-        """Schedules whose name or payload contains ``query`` (all when empty)."""
+    def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, offset: int = 0,
+                         status: Optional[str] = None, m: Memory = M) -> Response:
+        """Schedules whose name or payload contains ``query`` (all when empty), oldest first; ``/count`` gives the total."""
         if not query:
-            return _json(m.schedules.list_all(user=user, limit=limit))
-        return _json(m.schedules.search(query, user=user, limit=limit))
+            return _json(m.schedules.list_all(user=user, limit=limit, offset=offset, status=status))
+        return _json(m.schedules.search(query, user=user, limit=limit, offset=offset, status=status))
 
     @app.get("/v1/schedules/count", tags=["schedules"])
-    def count_schedules(user: Optional[str] = None, m: Memory = M) -> Response:
-        """How many schedules (of a user, or the tenant)."""
-        return _json({"count": m.schedules.count(user=user)})
+    def count_schedules(user: Optional[str] = None, query: Optional[str] = None, status: Optional[str] = None,
+                        m: Memory = M) -> Response:
+        """How many schedules (of a user, or the tenant; matching ``query`` and ``status``)."""
+        return _json({"count": m.schedules.count(user=user, query=query, status=status)})
 
     @app.get("/v1/schedules/due", tags=["schedules"])
     def due(now: Optional[dt.datetime] = None, limit: int = 100, m: Memory = M) -> Response:
@@ -609,9 +619,10 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _json(m.schedules.due(now, limit))
 
     @app.get("/v1/schedules/{schedule_id}", tags=["schedules"])
-    def get_schedule(schedule_id: str, user: Optional[str] = None, m: Memory = M) -> Response:
-        """One schedule."""
-        return _json(m.schedules.get(schedule_id, user=user))
+    def get_schedule(schedule_id: str, user: Optional[str] = None, history: Optional[int] = None,
+                     m: Memory = M) -> Response:
+        """One schedule with its last ``history`` runs (each with its full output)."""
+        return _json(m.schedules.get(schedule_id, user=user, history=history))
 
     @app.patch("/v1/schedules/{schedule_id}", tags=["schedules"])
     def update_schedule(schedule_id: str, body: ScheduleChangeIn, m: Memory = M) -> Response:

@@ -38,7 +38,7 @@ from ..providers._base import Coalescer
 from ._config import MemoryConfig
 from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
-from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
+from ._text import check_metadata, check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 from ._writer import append_expecting
 
 __all__ = ["FactCurator", "RememberItem"]
@@ -349,8 +349,11 @@ class FactCurator(StreamOwner):
         time: dt.datetime | None = None,
         vector: np.ndarray | None = None,
         request_id: str = "",
+        metadata: dict[str, Any] | None = None,
     ) -> str:
         """Store a fact, or reinforce / supersede a near-duplicate; returns the fact id that holds it.
+
+        ``metadata`` (JSON-like, the caller's) goes with a new fact; a restatement keeps the first one's.
 
         A ``request_id`` makes the call exactly-once: a retry (say, after an actor restart)
         returns the fact id the first attempt produced. One log commit (one fsync) per call,
@@ -360,7 +363,8 @@ class FactCurator(StreamOwner):
             return self.requests[request_id]
         content = check_text("content", content).strip()
         category = sanitize_category(category)
-        return self._remembers([(content, category, list(sources), time, vector, request_id)])[0]
+        metadata = check_metadata("metadata", metadata)
+        return self._remembers([(content, category, list(sources), time, vector, request_id, metadata)])[0]
 
     def _embed_items(self, items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """The items with their vectors filled in (one model call for those without)."""
@@ -369,7 +373,7 @@ class FactCurator(StreamOwner):
             vecs = self.embedder.embed([items[i][0] for i in todo])
             items = list(items)
             for i, v in zip(todo, vecs):
-                items[i] = (*items[i][:4], v, items[i][5])
+                items[i] = (*items[i][:4], v, *items[i][5:])
         return items
 
     def _remember_batch(self, items: list[tuple[Any, ...]]) -> list[str]:
@@ -407,23 +411,24 @@ class FactCurator(StreamOwner):
         if not parsed:
             return []
         vectors = self.embedder.embed([c for c, _ in parsed])
-        return self._write([(c, cat, [], None, v, r) for (c, cat), v, r in zip(parsed, vectors, rids)])
+        return self._write([(c, cat, [], None, v, r, {}) for (c, cat), v, r in zip(parsed, vectors, rids)])
 
-    def _write(self, items: list[tuple[str, str, list[dict[str, Any]], dt.datetime | None, np.ndarray, str]]) -> list[str]:
+    def _write(self, items: list[tuple[str, str, list[dict[str, Any]], dt.datetime | None, np.ndarray, str,
+                                       dict[str, Any]]]) -> list[str]:
         """Curate items in order and commit them (with any cap pruning) as one append."""
         with self._lock:
             for attempt in range(3):
-                if all(r and r in self.requests for *_, r in items):
-                    return [self.requests[r] for *_, r in items]
+                if all(r and r in self.requests for *_, r, _meta in items):
+                    return [self.requests[r] for *_, r, _meta in items]
                 now = self.clock()
                 events: list[tuple[Event, dt.datetime | None]] = []
                 ids: list[str] = []
                 try:
-                    for content, category, sources, time, vector, rid in items:
+                    for content, category, sources, time, vector, rid, metadata in items:
                         if rid and rid in self.requests:
                             ids.append(self.requests[rid])
                             continue
-                        planned, fid = self._plan(content, category, sources, time, vector, rid)
+                        planned, fid = self._plan(content, category, sources, time, vector, rid, metadata)
                         for e, t in planned:  # later items of this call must see earlier ones
                             self._fold(e, t or now)
                         events += planned
@@ -447,7 +452,7 @@ class FactCurator(StreamOwner):
 
     def _plan(
         self, content: str, category: str, sources: list[dict[str, Any]], time: dt.datetime | None, vector: np.ndarray,
-        request_id: str = "",
+        request_id: str = "", metadata: dict[str, Any] | None = None,
     ) -> tuple[list[tuple[Event, dt.datetime | None]], str]:
         """The events that store one fact (assert, reinforce or supersede) and the id holding it."""
         best, sim = self._nearest(vector)
@@ -462,7 +467,7 @@ class FactCurator(StreamOwner):
             (
                 FactAsserted(
                     fact_id=fact_id, user_id=self.user_id, content=content, category=category, sources=sources,
-                    request_id=request_id,
+                    request_id=request_id, metadata=dict(metadata or {}),
                 ),
                 time,
             ),
@@ -478,7 +483,7 @@ class FactCurator(StreamOwner):
                     user_id=self.user_id,
                     category=category,
                     time=time,
-                    metadata={"sources": sources},
+                    metadata={**(metadata or {}), "sources": sources},  # a hit shows the caller's metadata
                 ),
                 time,
             ),
@@ -572,7 +577,7 @@ class FactCurator(StreamOwner):
                 # coalesced leader would wait for (one embedding call for the message's facts)
                 got = self._remember_batch([
                     (check_text("content", f.content).strip(), sanitize_category(f.category), [source], m.get("time"),
-                     None, "")
+                     None, "", {})
                     for f in found
                 ]) if found else []
                 ids += got

@@ -125,6 +125,7 @@ class FactAsserted(Event, frozen=True):
     confidence: float = 1.0
     sources: list[dict[str, Any]] = []
     request_id: str = ""  # the caller's id for the remember() call: retries are exactly-once
+    metadata: dict[str, Any] = {}  # the caller's (remember(..., metadata=)); recall/list_memories filter on it
 
 
 class FactReinforced(Event, frozen=True):
@@ -223,6 +224,8 @@ class ScheduleRun(Event, frozen=True):
     result: str = ""
     next_run_at: dt.datetime | None = None
     output_summary: str = ""  # at most 500 characters, cut with a marker
+    output: str = ""  # the whole output when the summary had to cut it ("" when the summary is all of it)
+    run_id: str = ""  # "run-<uuid>" (older runs: their event id)
 
 
 class ExtractionCompleted(Event, frozen=True):

@@ -33,6 +33,7 @@ import time as _time
 import uuid
 from array import array
 from typing import Any, Literal, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 import numpy as np
@@ -96,6 +97,7 @@ class FactInfo(msgspec.Struct, frozen=True, kw_only=True):
     updated: dt.datetime
     sources: list[dict[str, Any]]
     user_id: str = ""
+    metadata: dict[str, Any] = {}  # the caller's, given to remember()
 
 
 class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,7 +128,9 @@ class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
     last_result: str | None = None
     run_count: int = 0
     consecutive_failures: int = 0  # runs since the last successful one (see SUCCESS_STATUSES)
-    runs: list[dict[str, Any]] = []  # the latest RUN_HISTORY runs: run_at, status, result, output_summary
+    runs: list[dict[str, Any]] = []  # the latest runs: run_id, run_at (+ run_at_local), status, result, output_summary, output
+    next_run_local: dt.datetime | None = None  # next_run_at in the schedule's time zone
+    last_run_local: dt.datetime | None = None  # last_run_at in the schedule's time zone
 
     @property
     def id(self) -> str:
@@ -224,7 +228,7 @@ class _Session:
 
 class _Fact:
     __slots__ = ("user_id", "content", "category", "confidence", "status", "by", "created", "updated",
-                 "sources", "history", "seen")
+                 "sources", "history", "seen", "metadata")
 
     def __init__(self, user_id: str, e: ev.FactAsserted, time: dt.datetime) -> None:
         self.user_id = user_id
@@ -238,6 +242,7 @@ class _Fact:
         self.sources: list[dict[str, Any]] = list(e.sources)
         self.history: list[tuple[dt.datetime, str, dict[str, Any]]] = []
         self.seen: set[Any] = set()
+        self.metadata: dict[str, Any] = dict(e.metadata)
 
     def info(self, fact_id: str) -> FactInfo:
         return FactInfo(
@@ -251,6 +256,7 @@ class _Fact:
             updated=self.updated,
             sources=list(self.sources),
             user_id=self.user_id,
+            metadata=dict(self.metadata),
         )
 
 
@@ -278,6 +284,7 @@ class _Schedule:
     def info(self, schedule_id: str) -> ScheduleInfo:
         f = self.fields
         last = self.history[-1] if self.history else None
+        tz = str(f.get("timezone", "UTC"))
         return ScheduleInfo(
             schedule_id=schedule_id,
             user_id=self.user_id,
@@ -295,7 +302,9 @@ class _Schedule:
             last_result=last["result"] if last else None,
             run_count=self.run_count,
             consecutive_failures=self.failures,
-            runs=[dict(r) for r in self.history],
+            runs=[dict(r, run_at_local=_local(r["run_at"], tz)) for r in self.history],
+            next_run_local=_local(_as_time(f.get("next_run_at")), tz),
+            last_run_local=_local(last["run_at"], tz) if last else None,
         )
 
 
@@ -312,6 +321,17 @@ def _as_time(value: Any) -> dt.datetime | None:
         return None
 
 
+def _local(t: Any, zone: str) -> dt.datetime | None:
+    """A time in a schedule's time zone (None stays None; an unknown zone leaves it in UTC)."""
+    t = _as_time(t)
+    if t is None:
+        return None
+    try:
+        return t.astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return t
+
+
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(UTC)
 
@@ -322,6 +342,7 @@ class _FactRow(msgspec.Struct, array_like=True):
     sources: list[dict[str, Any]]
     history: list[tuple[dt.datetime, str, dict[str, Any]]]
     seen: list[uuid.UUID]
+    metadata: dict[str, Any] = {}  # last: a snapshot written before it decodes with none
 
 
 class _ScheduleRow(msgspec.Struct, array_like=True):
@@ -816,8 +837,9 @@ class StateProjection(Projection):
         s.runs.add(rec.event_id)  # one stream, one writer: runs arrive in stream order
         s.run_count += 1
         s.failures = 0 if e.status in SUCCESS_STATUSES else s.failures + 1
-        s.history = (s.history + [{"run_at": e.run_at, "status": e.status, "result": e.result,
-                                   "output_summary": e.output_summary}])[-RUN_HISTORY:]
+        s.history = (s.history + [{"run_id": e.run_id or str(rec.event_id), "run_at": e.run_at, "status": e.status,
+                                   "result": e.result, "output_summary": e.output_summary,
+                                   "output": e.output or e.output_summary}])[-RUN_HISTORY:]
         s.fields["next_run_at"] = e.next_run_at
         if e.next_run_at is None:
             s.fields["enabled"] = False  # a finished one-shot
@@ -1145,7 +1167,7 @@ class StateProjection(Projection):
             "superseded_by": pa.array([x[3].by for x in fs], pa.string()),
             "created": pa.array([x[3].created for x in fs], _TS),
             "updated": pa.array([x[3].updated for x in fs], _TS),
-            "detail": pa.array([_ENC.encode(_FactRow(x[3].sources, x[3].history, sorted(x[3].seen))) for x in fs],
+            "detail": pa.array([_ENC.encode(_FactRow(x[3].sources, x[3].history, sorted(x[3].seen), x[3].metadata)) for x in fs],
                                pa.binary()),
         })
         ns = [(t, u, n) for (t, u), d in self._notes.items() for n in d.values()]
@@ -1263,7 +1285,7 @@ class StateProjection(Projection):
             d = fdec.decode(r["detail"])
             f.user_id, f.content, f.category, f.confidence = r["fact_user"], r["content"], r["category"], r["confidence"]
             f.status, f.by, f.created, f.updated = r["status"], r["superseded_by"], r["created"], r["updated"]
-            f.sources, f.history, f.seen = d.sources, d.history, set(d.seen)
+            f.sources, f.history, f.seen, f.metadata = d.sources, d.history, set(d.seen), d.metadata
             self._facts.setdefault((r["tenant"], r["user_id"]), {})[r["fact_id"]] = f
             self._fact_owner[(r["tenant"], r["fact_id"])] = r["user_id"]
         for r in t["notes"].to_pylist():
