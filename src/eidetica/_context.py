@@ -18,13 +18,10 @@ A question about something never discussed gets the profile alone. Tokens are co
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, default_options
 from .providers import count_tokens
-
-if TYPE_CHECKING:
-    from .memory import Memory
 
 __all__ = ["CONTEXT_TOKENS", "PROFILE_CATEGORIES", "PROFILE_SHARE", "build", "render"]
 
@@ -89,8 +86,8 @@ def _conversations(hits: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def build(m: "Memory", query: str, *, user: str, max_facts: int, max_tokens: int) -> dict[str, Any]:
-    """The block's content as data: ``profile``, ``facts``, ``notes``, ``conversations`` (lists of
+def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> dict[str, Any]:
+    """The block's content as data (``m``: the ``Memory`` asking): ``profile``, ``facts``, ``notes``, ``conversations`` (lists of
     dicts, best first, already cut to ``max_tokens``) and ``tokens`` (the rendered block's count)."""
     profile_facts = sorted(
         (f for f in m.state.facts(m.tenant, user) if f.category in PROFILE_CATEGORIES),
