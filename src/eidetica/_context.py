@@ -86,9 +86,8 @@ def _conversations(hits: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-# m is the Memory facade, typed Any: memory.py imports this module, so naming it here is a cycle.
 def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> dict[str, Any]:
-    """The block's content as data: ``profile``, ``facts``, ``notes``, ``conversations`` (lists of
+    """The block's content as data (``m``: the ``Memory`` asking): ``profile``, ``facts``, ``notes``, ``conversations`` (lists of
     dicts, best first, already cut to ``max_tokens``) and ``tokens`` (the rendered block's count)."""
     profile_facts = sorted(
         (f for f in m.state.facts(m.tenant, user) if f.category in PROFILE_CATEGORIES),

@@ -74,7 +74,7 @@ QUERY_STOPWORDS = frozenset(
     for with at by from and or but if that this these those it its as about into than then there
     what when where who whom whose which why how would could should will can may might shall must
     any some ever i me my we our you your he him his she her they them their
-    also just very much many more most other such own same so too""".split()
+    also just very much many more most other such own same so too now""".split()
 )
 _WORD = re.compile(r"[\w']+")
 
