@@ -125,6 +125,7 @@ class FactAsserted(Event, frozen=True):
     confidence: float = 1.0
     sources: list[dict[str, Any]] = []
     request_id: str = ""  # the caller's id for the remember() call: retries are exactly-once
+    attribute: str = ""  # the single-valued attribute of the user it sets ("diet", "residence", ...); "" when none
 
 
 class FactReinforced(Event, frozen=True):
