@@ -129,3 +129,9 @@ def test_a_malformed_decision_is_a_provider_error_and_writes_nothing(llm_mem) ->
     with pytest.raises(eidetica.errors.ProviderError):
         m.remember("I live in Bergen.", user="u")
     assert current(m, "u") == ["I live in Oslo."]
+
+
+def test_the_read_model_carries_the_attribute(mem) -> None:
+    fid = mem.remember("I live in Oslo.", user="u")
+    mem._sync()
+    assert mem.state.fact(mem.tenant, fid).attribute == "residence"

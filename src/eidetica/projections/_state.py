@@ -96,6 +96,7 @@ class FactInfo(msgspec.Struct, frozen=True, kw_only=True):
     updated: dt.datetime
     sources: list[dict[str, Any]]
     user_id: str = ""
+    attribute: str = ""  # the single-valued attribute of the user it sets ("diet", "residence", ...); "" when none
 
 
 class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -224,7 +225,7 @@ class _Session:
 
 class _Fact:
     __slots__ = ("user_id", "content", "category", "confidence", "status", "by", "created", "updated",
-                 "sources", "history", "seen")
+                 "sources", "history", "seen", "attribute")
 
     def __init__(self, user_id: str, e: ev.FactAsserted, time: dt.datetime) -> None:
         self.user_id = user_id
@@ -238,6 +239,7 @@ class _Fact:
         self.sources: list[dict[str, Any]] = list(e.sources)
         self.history: list[tuple[dt.datetime, str, dict[str, Any]]] = []
         self.seen: set[Any] = set()
+        self.attribute = e.attribute
 
     def info(self, fact_id: str) -> FactInfo:
         return FactInfo(
@@ -251,6 +253,7 @@ class _Fact:
             updated=self.updated,
             sources=list(self.sources),
             user_id=self.user_id,
+            attribute=self.attribute,
         )
 
 
@@ -1113,6 +1116,7 @@ class StateProjection(Projection):
             "superseded_by": pa.array([x[3].by for x in fs], pa.string()),
             "created": pa.array([x[3].created for x in fs], _TS),
             "updated": pa.array([x[3].updated for x in fs], _TS),
+            "attribute": pa.array([x[3].attribute for x in fs], pa.string()),
             "detail": pa.array([_ENC.encode(_FactRow(x[3].sources, x[3].history, sorted(x[3].seen))) for x in fs],
                                pa.binary()),
         })
@@ -1232,6 +1236,7 @@ class StateProjection(Projection):
             f.user_id, f.content, f.category, f.confidence = r["fact_user"], r["content"], r["category"], r["confidence"]
             f.status, f.by, f.created, f.updated = r["status"], r["superseded_by"], r["created"], r["updated"]
             f.sources, f.history, f.seen = d.sources, d.history, set(d.seen)
+            f.attribute = r.get("attribute") or ""
             self._facts.setdefault((r["tenant"], r["user_id"]), {})[r["fact_id"]] = f
             self._fact_owner[(r["tenant"], r["fact_id"])] = r["user_id"]
         for r in t["notes"].to_pylist():
