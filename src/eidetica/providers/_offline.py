@@ -3,16 +3,25 @@
 ``HeuristicExtractor`` keeps first-person statements that are usually durable: "I am a
 nurse", "I'm 34", "I'm allergic to peanuts", "I'm from Lyon", "I work at/as ...", "I live in
 ...", "my X is Y", "I like / love / enjoy / prefer / hate ...", "I have a dog / two kids /
-diabetes", "I was born in ...", "I speak ...", "I don't eat ...", "I usually ...". Each clause
-of a message is tested on its own, so "I live in Paris and I work as a nurse" gives two facts.
-The fact is the user's own clause, cleaned up (fillers such as "btw" removed), in the first
-person.
+diabetes", "I was born in ...", "I speak ...", "I don't eat ...", "I usually ...", moves
+("I moved from Madrid to Toronto", "we relocated to ..."), tools ("I use / code in / switched
+to ..."), habits ("... every morning", "twice a week", "I never ..."), relations ("my sister
+Anna lives ..."), work ("I run a bakery", "I teach ...", "I just joined ..."), plans ("I'm
+planning / saving up / hoping ...", "I plan to ...", "my goal is ..."), health ("diagnosed
+with", "I take X daily", "I see a therapist") and any first-person statement of an attribute
+(``fact_attribute``). Each clause of a message is tested on its own, so "I live in Paris and I
+work as a nurse" gives two facts. The fact is the user's own clause, cleaned up (fillers such as
+"btw" removed), in the first person. Measured by ``scripts/eval_extractor.py`` (BENCHMARKS.md).
+
+``fact_attribute`` names the single-valued attribute of the user a statement sets (diet,
+residence, origin, employer, job, partner, editor, os, car, age, name, school, commute, wake
+time, smoking, alcohol, pregnancy, "favorite <x>"): the curator lets a newer fact of one
+attribute supersede the older one, whatever the wording.
 
 What it misses, by design or by limitation:
 
-- facts not phrased in the first person ("Anna is my sister", "we moved to Oslo", "the kids
-  and I ..."), and facts implied rather than stated ("walking Rex before work" does not
-  yield "has a dog called Rex");
+- facts not phrased in the first person ("Anna is my sister", "the kids and I ..."), and facts
+  implied rather than stated ("walking Rex before work" does not yield "has a dog called Rex");
 - anything in a question or subordinate clause ("since I live in Paris, what ...?"), facts
   spread over two sentences, pronouns that need the conversation ("I love it");
 - past or changing states unless phrased as one of the patterns ("I used to live in Rome",
@@ -65,7 +74,8 @@ _CLAUSE_SPLIT = re.compile(
 _FILLER = re.compile(
     r"^(?:(?:well|so|oh|ok|okay|also|btw|by the way|actually|anyway|anyways|fyi|just so you know|"
     r"for the record|for context|as you know|hey|hi|hello|and|but|yes|yeah|yep|no|nope|um|uh|"
-    r"honestly|basically|plus|just|oh and|fun fact)\b[\s,:!.-]*)+",
+    r"honestly|basically|plus|just|oh and|fun fact|(?:big|good|great|some|quick|small) news|(?:quick |small )?update|"
+    r"news|guess what|so yeah)\b[\s,:!.-]*)+",
     _I,
 )
 
@@ -167,6 +177,32 @@ _PATTERNS: list[tuple[re.Pattern[str], str, str | None]] = [
     (re.compile(r"^i\s+(?:(?:also|fluently|only)\s+)?speak\s+[A-Z\w]", _I), "identity", None),
     (re.compile(r"^i\s+(?:usually|always|often|normally|typically|generally|mostly)\s+(?!(?:ask|wonder|forget|get confused)\b)\w+", _I), "preference", None),
     (re.compile(r"^i(?:'ve| have)\s+been\s+(?:a|an|vegetarian|vegan|married|living|working|diagnosed)\b", _I), "personal", None),
+    (re.compile(rf"^{_AM}(?:gluten|dairy|sugar|nut|meat|alcohol)[- ]free\b", _I), "health", None),
+    (re.compile(r"^i\s+(?:was|got|have been|'ve been)\s+diagnosed\s+with\b|^i(?:'m| am)\s+recovering\s+from\b", _I), "health", None),
+    (re.compile(r"^i\s+(?:take|am on|'m on)\s+[\w-]+\s+(?:every|daily|for|twice|once|each)\b", _I), "health", None),
+    (re.compile(r"^i\s+(?:see|visit)\s+(?:a|my)\s+(?:therapist|physio\w*|psychiatrist|counsell?or|dermatologist|chiropractor)\b", _I), "health", None),
+    (re.compile(r"^i\s+(?:often\s+|sometimes\s+)?(?:get|suffer from|struggle with|live with)\s+(?:migraines|headaches|panic attacks|"
+                r"anxiety|depression|insomnia|back pain|seizures|eczema|hay fever|chronic [\w-]+)\b", _I), "health", None),
+    (re.compile(r"^my\s+(?:(?:little|big|older|younger|twin|best|oldest|youngest|step|half|late)[- ]?)*(?:wife|husband|partner|"
+                r"boyfriend|girlfriend|son|daughter|kids?|children|mother|mom|mum|father|dad|brother|sister|parents|"
+                r"grand(?:ma|pa|mother|father|parents)|aunt|uncle|cousin|friend|nephew|niece|roommate|flatmate)\b\s+\S", _I),
+     "relationship", None),
+    (re.compile(r"^i\s+(?:run|own|co-?own|manage|founded|started)\s+(?:a|an|my|our|the)\s+(?:[\w-]+\s+){0,3}?(?:business|"
+                r"company|shop|store|bakery|restaurant|cafe|startup|firm|practice|studio|agency|farm|team|clinic|bar|salon)\b", _I),
+     "work", None),
+    (re.compile(r"^i\s+(?:teach|lecture|tutor)\s+\w+", _I), "work", None),
+    (re.compile(r"^(?:i|we)(?:'m| am|'re| are)\s+(?:(?:also|still|now|really)\s+)?(?:planning|hoping|aiming|saving up|saving|"
+                r"thinking (?:of|about)|getting married|going to (?!(?:bed|sleep|try|check|ask|look|go|be|the|a|an|my|your|our|this|that|grab|get|head|call|text|have|eat|watch|do|make|need|say|tell|send|leave|stop|give|keep|let|put|pick|fix|read|write|think|see|wait|need)\b)\w+)\b", _I), "plan", None),
+    (re.compile(r"^(?:i|we)\s+(?:plan|intend|hope|aim)\s+to\s+\w+|^my\s+(?:goal|plan|dream|resolution)\s+(?:is|this year is)\b", _I),
+     "plan", None),
+    (re.compile(r"^i\s+(?:(?:mostly|mainly|now|still|also|always|only|usually)\s+)*(?:use|rely on|code in|program in|write in|"
+                r"track\s+(?:my\s+)?\w+\s+(?:with|in|on|using)|do\s+my\s+\w+\s+(?:in|on|with))\s+(?!it\b|this\b|that\b|them\b)\S", _I),
+     "tool", None),
+    (re.compile(r"^i\s+never\s+(?!said|thought|asked|knew|meant|got|saw|heard|understood|realized|realised)\w+", _I), "habit", None),
+    (re.compile(r"^i\s+(?!need|have to|will|'ll|would|should|must|can|could|think|guess|hope)(?!\w+\s+(?:it|this|that|them|these|those)\b)(?:\w+\s+){0,5}?(?:every\s+(?:day|morning|"
+                r"evening|night|week|weekend|weekday|month|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|daily|weekly|"
+                r"(?:once|twice|\w+ times)\s+a\s+(?:day|week|month)|\w+\s+a\s+day|on weekends|each\s+(?:day|morning|week))\b", _I),
+     "habit", None),
 ]
 
 _MY_CATEGORIES: list[tuple[re.Pattern[str], str]] = [
@@ -577,17 +613,18 @@ _ATTRIBUTES: list[tuple[str, re.Pattern[str]]] = [(a, re.compile(p)) for a, p in
     ("partner", r"\bi am (?:now |happily |still |newly )?(?:married|engaged|single|divorced|widowed|separated|"
                 r"in a relationship)\b"),
     ("job", r"\bi (?:currently |now |still )?work as\b|\bmy (?:job|profession|occupation|role|job title|title) is\b"),
-    ("job", r"\bi (?:just |recently )?(?:became|got promoted to|am training to be|retrained as) (?:a|an)\b"),
+    ("job", r"\bi (?:just |recently )?(?:became (?:a|an)|got promoted to|was promoted to|am training to be|retrained as)\b"),
     ("job", r"\bi am (?:now |currently |still )?(?:retired|unemployed|self[- ]employed|between jobs|a freelancer)\b"),
     ("job", r"\bi (?:just |recently )?(?:retired|quit my job|lost my job|got laid off|was laid off|left my job)\b"),
     ("employer", r"\bi (?:currently |now |still )?work (?:at|for|in)\b|\bmy (?:employer|company) is\b"),
     ("employer", r"\bi (?:just |recently |finally )?(?:joined|started (?:working )?at|got (?:a job|hired|an offer) (?:at|with)|"
-                 r"was hired (?:at|by)|accepted (?:a job|an offer) (?:at|from))\b"),
+                 r"was hired (?:at|by)|accepted (?:a job|an offer) (?:at|from)|started (?:a |my )?(?:new )?job (?:at|with))\b"),
     ("employer", r"\bi am (?:now |currently )?(?:employed|working) (?:at|by|for)\b"),
     ("residence", r"\bi (?:currently |now |still )?(?:live|am living|reside|am based|am staying|have lived|"
                   r"have been living) (?:in|at|on|near|outside|out of|just outside|close to)\b"),
-    ("residence", r"\b(?:i|we) (?:have |just |recently |finally |also )*(?:moved|relocated)\b(?! on\b)"),
-    ("residence", r"\bmy (?:home|address|current city|city) is\b|\bi (?:bought|rent|am renting|own) (?:a |an |my )?"
+    ("residence", r"\b(?:i|we) (?:have |just |recently |finally |also )*(?:moved|relocated) (?:back|away|abroad|here|there|house|"
+                  r"out|in with|(?:from|to|in|into|across) )"),
+    ("residence", r"\bmy (?:home|address|current city|city) is\b|\bi (?:just |recently )?(?:bought|rent|am renting|own) (?:a |an |my )?"
                   r"(?:house|flat|apartment|condo|place|home) in\b"),
     ("origin", r"\bi am (?:originally )?from\b|\bi was born (?:in|and raised in)\b|\bi grew up in\b|\bmy hometown is\b"),
     ("editor", rf"\bi (?:(?:mostly|mainly|now|still|currently|also|just|only) )*(?:use|code in|write code in|program in|"
@@ -599,7 +636,7 @@ _ATTRIBUTES: list[tuple[str, re.Pattern[str]]] = [(a, re.compile(p)) for a, p in
     ("age", r"\bi am (?:now )?\d{1,3}(?: years?)?(?: old)?\b|\bi (?:just )?turned \d{1,3}\b|\bmy age is\b"),
     ("name", r"\bmy name is\b|\bcall me\b|\bi am called\b|\b(?:people|everyone|friends) call me\b"),
     ("school", r"\bi (?:now )?(?:study|am studying|am enrolled|am a student|major|am majoring) (?:at|in)\b"),
-    ("commute", r"\bi (?:now |usually |mostly )?(?:commute|bike|cycle|walk|drive|take the (?:bus|train|subway|tube|metro)) "
+    ("commute", r"\bi (?:now |usually |mostly |always |often )?(?:commute|bike|cycle|walk|drive|take the (?:bus|train|subway|tube|metro)) "
                 r"to (?:work|the office)\b"),
     ("wake time", r"\bi (?:usually |now |always )?(?:wake up|get up) (?:at|around)\b"),
     ("smoking", r"\bi (?:quit|stopped|started|gave up) smoking\b|\bi (?:do not|no longer|never) smoke\b|"
