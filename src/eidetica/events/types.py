@@ -81,6 +81,9 @@ class MessageAppended(Event, frozen=True):
     content: str
     sequence: int
     metadata: dict[str, Any] = {}
+    # the writer's store extracts facts from it (a user message with auto_extract on): until an
+    # ExtractionCompleted covers it, an open resumes its extraction (a crash came in between)
+    extract: bool = False
 
 
 class ChunksEmbedded(Event, frozen=True):

@@ -584,7 +584,7 @@ class StateProjection(Projection):
             elif (label := speaker_label(e.content)) is not None:
                 s.labels[e.sequence] = label
                 s.label_n[label] = s.label_n.get(label, 0) + 1
-            if e.role == "user":
+            if e.extract:
                 key = (rec.tenant, e.session_id)
                 early = self._early.get(key)
                 if early is not None and e.sequence in early:
