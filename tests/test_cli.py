@@ -184,6 +184,10 @@ def test_demo_runs_and_reruns(tmp_path) -> None:
         assert out.returncode == 0, out.stderr
         assert "Rolling session summary" in out.stdout
         assert "store statistics" in out.stdout
+        # the first screen: current facts (Grace's new diet, not the superseded one) and a block that answers
+        first = out.stdout.split("Rolling session summary")[0]
+        assert "pescatarian now" in first and "I'm vegetarian" not in first
+        assert "## Relevant Memory" in first
 
 
 # -- #21 items 11 and 12 -------------------------------------------------------------------

@@ -4,6 +4,7 @@ append's commit and its extraction (the open resumes it)."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,8 +14,9 @@ import pytest
 import eidetica
 from eidetica.actors import MemoryConfig
 from eidetica.events import ExtractionCompleted
+from eidetica.errors import ProviderError
 from eidetica.events.streams import facts_stream
-from eidetica.providers import HashEmbedder
+from eidetica.providers import HashEmbedder, OfflineLLM
 
 CHILD = os.path.join(os.path.dirname(__file__), "_crash_extract_child.py")
 
@@ -50,17 +52,23 @@ def test_a_message_committed_just_before_a_sigkill_is_extracted_once_on_the_next
         assert m.log.head(0) == events
 
 
-def test_messages_appended_without_extraction_are_extracted_at_open_and_by_sweep(tmp_path) -> None:
-    off = MemoryConfig(auto_extract=False)
-    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), config=off) as m:
+class FailingLLM(OfflineLLM):
+    """Extraction fails (a provider down): the messages stay pending."""
+
+    def extract_facts(self, text: str):  # noqa: ANN201 - the port's signature
+        raise ProviderError("provider down")
+
+
+def test_messages_whose_extraction_failed_are_extracted_at_the_next_open_and_by_sweep(tmp_path) -> None:
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), llm=FailingLLM()) as m:
         s = m.session("a", user="u")
         s.append("user", "I work as a nurse.")
         s.append("assistant", "Noted.")
-        s.append("user", "ok")
+        s.append("user", "I like tea.")
         m.session("b", user="v").append("user", "I have a dog named Rex.")
         s.pop()  # retracted before any extraction: never extracted
         assert _pending(m) == [("default", "a", 0), ("default", "b", 0)]
-        assert not m.list_memories(user="u")
+        assert m.stats()["extraction_failures"] >= 3 and not m.list_memories(user="u")
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
         assert [f.text for f in m.list_memories(user="u")] == ["I work as a nurse."]
         assert [f.text for f in m.list_memories(user="v")] == ["I have a dog named Rex."]
@@ -69,25 +77,30 @@ def test_messages_appended_without_extraction_are_extracted_at_open_and_by_sweep
         assert m.sweep()["extracted"] == 0
 
 
+def test_a_store_written_without_auto_extract_is_not_extracted_by_a_later_open(tmp_path) -> None:
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), config=MemoryConfig(auto_extract=False)) as m:
+        m.session("a", user="u").append("user", "I work as a nurse.")
+        assert _pending(m) == []
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:  # a CLI's default config
+        assert m.list_memories(user="u") == [] and _completions(m, "u") == []
+
+
 def test_pending_extractions_survive_a_state_snapshot_and_equal_a_replay(tmp_path) -> None:
-    off = MemoryConfig(auto_extract=False)
-    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), config=off) as m:
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), llm=FailingLLM()) as m:
         for i in range(3):
             m.session(f"s{i}", user="u").append("user", f"I live in city {i}.")
         m._sync()
         assert m.views.state.write_snapshot()
         m.session("s0", user="u").append("user", "I like tea.")
         before = _pending(m)
-    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), config=off) as m:
-        assert m.views.state.snapshot_created is not None  # started from the snapshot, then the tail
-        after = _pending(m)
-    for d in (tmp_path / "s" / "snapshots").iterdir():
-        if d.name.startswith("state"):
-            import shutil
-
-            shutil.rmtree(d)
-    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), config=off) as m:
-        assert m.views.state.snapshot_created is None  # the whole log replayed
-        replayed = _pending(m)
-    assert before == after == replayed == [("default", "s0", 0), ("default", "s0", 1), ("default", "s1", 0),
-                                           ("default", "s2", 0)]
+    opened = []
+    for replay in (False, True):
+        if replay:
+            for d in (tmp_path / "s" / "snapshots").iterdir():
+                if d.name.startswith("state"):
+                    shutil.rmtree(d)
+        with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), llm=FailingLLM()) as m:
+            assert (m.views.state.snapshot_created is None) == replay  # from the snapshot + tail, or the whole log
+            opened.append(_pending(m))
+    assert before == opened[0] == opened[1] == [("default", "s0", 0), ("default", "s0", 1), ("default", "s1", 0),
+                                                ("default", "s2", 0)]

@@ -253,7 +253,8 @@ class SessionActor(StreamOwner):
             time = time or self.clock()
             event_id = item.get("event_id") or uuid.uuid4()
             ev = MessageAppended(
-                session_id=self.session_id, user_id=self.user_id, role=role, content=content, sequence=seq, metadata=metadata
+                session_id=self.session_id, user_id=self.user_id, role=role, content=content, sequence=seq, metadata=metadata,
+                extract=role == "user" and self.config.auto_extract,
             )
             events.append(NewEvent.of(ev, tenant=self.tenant, event_id=event_id, time=time))
             text = indexed_text(content, metadata)  # tool-call arguments are searchable with their message

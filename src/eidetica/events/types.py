@@ -81,6 +81,9 @@ class MessageAppended(Event, frozen=True):
     content: str
     sequence: int
     metadata: dict[str, Any] = {}
+    # the writer's store extracts facts from it (a user message with auto_extract on): until an
+    # ExtractionCompleted covers it, an open resumes its extraction (a crash came in between)
+    extract: bool = False
 
 
 class ChunksEmbedded(Event, frozen=True):
@@ -126,6 +129,7 @@ class FactAsserted(Event, frozen=True):
     sources: list[dict[str, Any]] = []
     request_id: str = ""  # the caller's id for the remember() call: retries are exactly-once
     metadata: dict[str, Any] = {}  # the caller's (remember(..., metadata=)); recall/list_memories filter on it
+    attribute: str = ""  # the single-valued attribute of the user it sets ("diet", "residence", ...); "" when none
 
 
 class FactReinforced(Event, frozen=True):

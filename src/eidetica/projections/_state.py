@@ -98,6 +98,7 @@ class FactInfo(msgspec.Struct, frozen=True, kw_only=True):
     sources: list[dict[str, Any]]
     user_id: str = ""
     metadata: dict[str, Any] = {}  # the caller's, given to remember()
+    attribute: str = ""  # the single-valued attribute of the user it sets ("diet", "residence", ...); "" when none
 
 
 class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -228,7 +229,7 @@ class _Session:
 
 class _Fact:
     __slots__ = ("user_id", "content", "category", "confidence", "status", "by", "created", "updated",
-                 "sources", "history", "seen", "metadata")
+                 "sources", "history", "seen", "metadata", "attribute")
 
     def __init__(self, user_id: str, e: ev.FactAsserted, time: dt.datetime) -> None:
         self.user_id = user_id
@@ -243,6 +244,7 @@ class _Fact:
         self.history: list[tuple[dt.datetime, str, dict[str, Any]]] = []
         self.seen: set[Any] = set()
         self.metadata: dict[str, Any] = dict(e.metadata)
+        self.attribute = e.attribute
 
     def info(self, fact_id: str) -> FactInfo:
         return FactInfo(
@@ -257,6 +259,7 @@ class _Fact:
             sources=list(self.sources),
             user_id=self.user_id,
             metadata=dict(self.metadata),
+            attribute=self.attribute,
         )
 
 
@@ -602,7 +605,7 @@ class StateProjection(Projection):
             elif (label := speaker_label(e.content)) is not None:
                 s.labels[e.sequence] = label
                 s.label_n[label] = s.label_n.get(label, 0) + 1
-            if e.role == "user":
+            if e.extract:
                 key = (rec.tenant, e.session_id)
                 early = self._early.get(key)
                 if early is not None and e.sequence in early:
@@ -1167,6 +1170,7 @@ class StateProjection(Projection):
             "superseded_by": pa.array([x[3].by for x in fs], pa.string()),
             "created": pa.array([x[3].created for x in fs], _TS),
             "updated": pa.array([x[3].updated for x in fs], _TS),
+            "attribute": pa.array([x[3].attribute for x in fs], pa.string()),
             "detail": pa.array([_ENC.encode(_FactRow(x[3].sources, x[3].history, sorted(x[3].seen), x[3].metadata)) for x in fs],
                                pa.binary()),
         })
@@ -1286,6 +1290,7 @@ class StateProjection(Projection):
             f.user_id, f.content, f.category, f.confidence = r["fact_user"], r["content"], r["category"], r["confidence"]
             f.status, f.by, f.created, f.updated = r["status"], r["superseded_by"], r["created"], r["updated"]
             f.sources, f.history, f.seen, f.metadata = d.sources, d.history, set(d.seen), d.metadata
+            f.attribute = r.get("attribute") or ""
             self._facts.setdefault((r["tenant"], r["user_id"]), {})[r["fact_id"]] = f
             self._fact_owner[(r["tenant"], r["fact_id"])] = r["user_id"]
         for r in t["notes"].to_pylist():
