@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
 
 import eidetica
 from eidetica._server import KeyStore, build
@@ -76,25 +76,23 @@ def test_after_n_requests_the_counters_show_n_by_route_template_and_nothing_name
 
 
 def test_metrics_from_elsewhere_need_an_operator_key(tmp_path) -> None:
-    """A non-loopback peer (an in-process ASGI client with another address) needs an operator key."""
+    """A non-loopback peer (an in-process client with another address) needs an operator key."""
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
         keys = KeyStore(tmp_path / "s")
         _, tenant_key = keys.create("acme")
         _, operator_key = keys.create("acme", "prometheus", operator=True)
         app = build(m, keys=keys, host="0.0.0.0", mcp=False)
 
-        async def get(client: tuple[str, int], key: str | None) -> httpx.Response:
+        def get(client: tuple[str, int], key: str | None) -> httpx.Response:
             headers = {"Authorization": f"Bearer {key}"} if key else {}
-            transport = httpx.ASGITransport(app=app, client=client)
-            async with httpx.AsyncClient(transport=transport, base_url="http://eidetica") as c:
-                return await c.get("/metrics", headers=headers)
+            return TestClient(app, client=client).get("/metrics", headers=headers)
 
         far = ("192.0.2.7", 40000)
-        assert asyncio.run(get(far, None)).status_code == 401
-        refused = asyncio.run(get(far, tenant_key))
+        assert get(far, None).status_code == 401
+        refused = get(far, tenant_key)
         assert refused.status_code == 401 and "operator key" in refused.json()["message"]
-        assert asyncio.run(get(far, "ek_nope_nope")).status_code == 401
-        ok = asyncio.run(get(far, operator_key))
+        assert get(far, "ek_nope_nope").status_code == 401
+        ok = get(far, operator_key)
         assert ok.status_code == 200 and "eidetica_http_requests_total" in ok.text
-        assert asyncio.run(get(("127.0.0.1", 40000), None)).status_code == 200  # a local scraper needs none
+        assert get(("127.0.0.1", 40000), None).status_code == 200  # a local scraper needs none
         assert [k["operator"] for k in keys.list()] == [False, True]

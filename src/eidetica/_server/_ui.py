@@ -29,6 +29,7 @@ from .. import _inspect
 from ..errors import EideticaError, InvalidInput, Unauthorized
 from ..memory import Memory
 from .._wire import error_body, status_of
+from ._app import is_loopback
 
 __all__ = ["mount_ui", "COOKIE"]
 
@@ -73,7 +74,11 @@ def mount_ui(app: FastAPI, memory: Memory) -> None:
                 return authenticate(Request(dict(request.scope, headers=headers)))
             except Unauthorized:
                 pass  # a stale cookie on a server that needs none still gets in on loopback
-        return authenticate(request)
+        tenant = authenticate(request)
+        if not credential(request) and not is_loopback(request.url.hostname or ""):
+            # keyless loopback access by another name: a DNS-rebinding page would read the store
+            raise Unauthorized("without a key, /ui answers only to a loopback host name (127.0.0.1, localhost)")
+        return tenant
 
     def csrf(request: Request) -> str:
         return hmac.new(secret, credential(request).encode(), hashlib.sha256).hexdigest()
