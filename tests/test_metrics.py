@@ -96,3 +96,29 @@ def test_metrics_from_elsewhere_need_an_operator_key(tmp_path) -> None:
         assert ok.status_code == 200 and "eidetica_http_requests_total" in ok.text
         assert get(("127.0.0.1", 40000), None).status_code == 200  # a local scraper needs none
         assert [k["operator"] for k in keys.list()] == [False, True]
+
+
+def test_requests_become_opentelemetry_spans_named_by_route_template_once_a_provider_is_set(tmp_path) -> None:
+    """The otel extra: a server span per request, parented by the caller's traceparent, no ids in it."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)  # once per process: what OTEL_TRACES_EXPORTER makes `serve` do
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        c = TestClient(build(m, mcp=False))
+        parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        r = c.post("/v1/users/zoe-secret/sessions/z-1/messages", headers={"traceparent": parent},
+                   json={"messages": [{"role": "user", "content": "Zoe here"}]})
+        assert r.status_code == 201
+        assert c.post("/v1/search", json={"query": "x", "user": "zoe-secret"}).status_code == 200
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    append = spans["POST /v1/users/{user}/sessions/{session_id}/messages"]
+    assert append.attributes["http.response.status_code"] == 201 and append.kind == trace.SpanKind.SERVER
+    assert format(append.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"  # joined the caller's trace
+    assert spans["POST /v1/search"].attributes["http.route"] == "/v1/search"
+    assert not any("zoe" in str(s.name) + str(dict(s.attributes)) for s in spans.values())

@@ -29,7 +29,6 @@ from .. import _inspect
 from ..errors import EideticaError, InvalidInput, Unauthorized
 from ..memory import Memory
 from .._wire import error_body, status_of
-from ._app import is_loopback
 
 __all__ = ["mount_ui", "COOKIE"]
 
@@ -54,8 +53,9 @@ def _json_page(data: Any, status: int = 200) -> Response:
     return Response(msgspec.json.encode(data), status_code=status, media_type="application/json")
 
 
-def mount_ui(app: FastAPI, memory: Memory) -> None:
-    """Add the ``/ui`` pages and ``/ui/static`` to the API's app (its ``authenticate`` and tenant views)."""
+def mount_ui(app: FastAPI, memory: Memory, is_loopback: Callable[[str], bool]) -> None:
+    """Add the ``/ui`` pages and ``/ui/static`` to the API's app (its ``authenticate`` and tenant views;
+    ``is_loopback`` is the API's test of a host name, passed in: ``_app`` imports this module)."""
     env = _env()
     secret = secrets.token_bytes(32)
     authenticate: Callable[[Request], str] = app.state.authenticate
