@@ -26,6 +26,7 @@ def test_exported_names_are_pinned() -> None:
             "EideticaError",
             "InvalidInput",
             "WrongExpectedVersion",
+            "EventIdConflict",
             "CorruptLog",
             "CorruptIndex",
             "UnknownEventType",
@@ -37,6 +38,7 @@ def test_exported_names_are_pinned() -> None:
             "StorageError",
             "Unauthorized",
             "ReplicaBehind",
+            "Unavailable",
         ]
     )
     for name in eidetica.__all__:

@@ -11,10 +11,10 @@ from typing import Any
 from ..errors import InvalidInput
 from ..memory import Memory
 from ._app import Guard, create_app, is_loopback
-from ._keys import KeyStore
+from ._keys import KEYS_FILE, KeyStore
 from ._metrics import Observed
 
-__all__ = ["build", "serve", "serve_mcp_stdio", "KeyStore", "is_loopback"]
+__all__ = ["build", "serve", "serve_mcp_stdio", "KeyStore", "KEYS_FILE", "is_loopback", "check_bind"]
 
 
 def build(memory: Memory, *, keys: KeyStore | None = None, host: str = "127.0.0.1", mcp: bool = True) -> Observed:
@@ -45,7 +45,8 @@ def check_bind(host: str, keys: KeyStore) -> None:
     if not is_loopback(host) and not keys.active():
         raise InvalidInput(
             "host", f"refusing to serve {host} without API keys (anyone on the network could read and erase the "
-            "store); create one with `eidetica keys create --tenant NAME`, or bind 127.0.0.1"
+            f"store); create one with `eidetica keys create --path {keys.path.parent} --tenant NAME` (add --init "
+            "when the store does not exist yet), or bind loopback with `--host 127.0.0.1`"
         )
 
 

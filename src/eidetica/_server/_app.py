@@ -28,7 +28,11 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import EideticaError, InvalidInput, NotFound, Unauthorized
+from .._audit import acting
+from .._context import CONTEXT_TOKENS
 from ..memory import Memory
+from ..projections._ranking import MIN_SCORE, SEARCH_KINDS
+from .._transfer import event_row
 from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
 from ._keys import KeyStore
 
@@ -168,8 +172,9 @@ class SearchIn(_Body):
     user: Any = None
     top_k: Any = 10
     exclude_session: Any = None
-    min_score: Any = 0.60
-    kinds: Any = ("message", "summary")
+    session_id: Any = None
+    min_score: Any = MIN_SCORE
+    kinds: Any = SEARCH_KINDS
     mode: Any = "hybrid"
     names: Any = True
     candidates: Any = 50
@@ -181,6 +186,8 @@ class SearchIn(_Body):
     now: Optional[dt.datetime] = None
     confidence_weight: Any = 0.0
     speaker_weight: Any = 0.0
+    time_weight: Any = None
+    fusion: Any = None
     min_offset: Any = None
 
 
@@ -190,7 +197,8 @@ class ContextIn(_Body):
     query: Any = None
     user: Any = None
     max_facts: Any = 10
-    max_tokens: Any = 500
+    max_tokens: Any = CONTEXT_TOKENS
+    as_data: Any = False
 
 
 class ForgetMatchingIn(_Body):
@@ -210,6 +218,13 @@ class SummarizeIn(_Body):
     """Roll old turns into the summary now."""
 
     force: Any = True
+
+
+class RevertIn(_Body):
+    """Retract what a session's messages wrote (since a time); ``messages`` takes them back too."""
+
+    since: Optional[dt.datetime] = None
+    messages: Any = False
 
 
 class ScheduleIn(_Body):
@@ -297,7 +312,8 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         if not loopback:
             raise Unauthorized("no API key is configured; this server only serves loopback without keys")
         if bearer:
-            raise Unauthorized("this server has no API keys; create one with `eidetica keys create`")
+            raise Unauthorized("this server has no API keys; create one with `eidetica keys create --path STORE "
+                               "--tenant NAME` (STORE: the --path this server serves)")
         return memory.tenant
 
     app.state.authenticate = authenticate
@@ -486,11 +502,29 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         kw = _set(body)
         return _json(m.recall(kw.pop("query", None), user=user, **kw))
 
+    def asking(request: Request) -> Any:
+        """Record who asks (the API key's name) and the request id on the deletions this request makes."""
+        auth = request.headers.get("authorization", "")
+        name = keys.name_of(auth[7:].strip()) if keys is not None and auth[:7].lower() == "bearer " else ""
+        return acting(name, request.headers.get("x-request-id") or uuid.uuid4().hex)
+
     @app.delete(U + "/memories/{fact_id}", tags=["memories"])
-    def forget(user: str, fact_id: str, m: Memory = M) -> Response:
-        """Forget one fact."""
-        m.forget(fact_id, user=user)
+    def forget(user: str, fact_id: str, request: Request, m: Memory = M) -> Response:
+        """Forget one fact (the key's name and the request id are recorded: its history shows them)."""
+        with asking(request):
+            m.forget(fact_id, user=user)
         return _wrote(m, {"forgotten": fact_id})
+
+    @app.post(U + "/sessions/{session_id}/revert", tags=["memories"])
+    def revert(user: str, session_id: str, request: Request, body: RevertIn = Body(RevertIn()), m: Memory = M) -> Response:
+        """Retract every fact the session's messages wrote (since ``since``); reverting twice changes nothing."""
+        with asking(request):
+            return _wrote(m, m.revert(user=user, session_id=session_id, since=body.since, messages=body.messages))
+
+    @app.get(U + "/memories/{fact_id}/history", tags=["memories"])
+    def fact_history(user: str, fact_id: str, m: Memory = M) -> Response:
+        """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
+        return _json(m.explain(fact_id, user=user))
 
     @app.post(U + "/memories/forget-matching", tags=["memories"])
     def forget_matching(user: str, body: ForgetMatchingIn, m: Memory = M) -> Response:
@@ -514,6 +548,17 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         """Store a note; returns its id."""
         return _wrote(m, {"id": m.store_note(body.text, user=user)}, 201)
 
+    @app.get(U + "/notes", tags=["notes"])
+    def list_notes(user: str, limit: int = 20, m: Memory = M) -> Response:
+        """The user's notes, newest first."""
+        return _json(m.list_notes(user=user, limit=limit))
+
+    @app.patch(U + "/notes/{note_id}", tags=["notes"])
+    def update_note(user: str, note_id: str, body: NoteIn, m: Memory = M) -> Response:
+        """Replace a note's text, keeping its id."""
+        m.update_note(note_id, body.text, user=user)
+        return _wrote(m, {"updated": note_id})
+
     @app.delete(U + "/notes/{note_id}", tags=["notes"])
     def delete_note(user: str, note_id: str, m: Memory = M) -> Response:
         """Delete a note."""
@@ -525,15 +570,16 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     def search(body: SearchIn, m: Memory = M) -> Response:
         """Search a user's conversations across sessions (hybrid vector + full text)."""
         kw = _set(body)
-        if "kinds" in kw and isinstance(kw["kinds"], list):
-            kw["kinds"] = tuple(kw["kinds"])
+        for pair in ("kinds", "neighbors"):  # JSON arrays: the facade's tuples
+            if isinstance(kw.get(pair), list):
+                kw[pair] = tuple(kw[pair])
         if kw.get("vector_weight", 0) is None:
             kw.pop("vector_weight")
         return _json(m.search(kw.pop("query", None), user=kw.pop("user", None), **kw))
 
     @app.post("/v1/context", tags=["search"])
     def context(body: ContextIn, m: Memory = M) -> Response:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as JSON)."""
         kw = _set(body)
         return _json({"context": m.context(kw.pop("query", None), user=kw.pop("user", None), **kw)})
 
@@ -601,15 +647,33 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         m.clear(sessions=body.sessions, memories=body.memories)
         return _wrote(m, {"cleared": True})
 
+    @app.post("/v1/compact", tags=["maintenance"])
+    def compact(m: Memory = M) -> Response:
+        """Erase forgotten content from disk (the whole store's: redacted log, fresh indices); returns the report."""
+        return _wrote(m, m.compact())
+
+    @app.post("/v1/rebuild", tags=["maintenance"])
+    def rebuild(m: Memory = M) -> Response:
+        """Drop the projections and replay the log into them; returns how many events were replayed."""
+        return _json({"replayed": m.rebuild()})
+
+    @app.post("/v1/snapshot", tags=["maintenance"])
+    def snapshot(m: Memory = M) -> Response:
+        """Write a snapshot of the in-memory state now; returns its directory (null when the store is empty)."""
+        return _json({"path": m.snapshot()})
+
+    @app.post("/v1/housekeep", tags=["maintenance"])
+    def housekeep(m: Memory = M) -> Response:
+        """Write what is due now: the log's recovery checkpoints and the state snapshot."""
+        return _json(m.housekeep())
+
     @app.get("/v1/export", tags=["maintenance"])
     def export(m: Memory = M) -> StreamingResponse:
         """This tenant's events as a JSONL stream (the format ``POST /v1/import`` reads)."""
 
         def rows() -> Iterator[bytes]:
             for e in m._tenant_events():
-                yield (json.dumps({"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(),
-                                   "type": e.type, "event": msgspec.to_builtins(e.decode())}, ensure_ascii=False)
-                       + "\n").encode()
+                yield (json.dumps(event_row(e), ensure_ascii=False) + "\n").encode()
 
         return StreamingResponse(rows(), media_type="application/x-ndjson")
 
@@ -630,7 +694,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
                 if e.field != "path":
                     raise
                 raise InvalidInput("body", e.problem) from None  # the temporary file is no concern of the client's
-        return _wrote(m, {"imported": n})
+        return _wrote(m, n)  # {"written": ..., "skipped": ...}
 
     _item_routes(app, M)
     from ._ui import mount_ui  # the inspector pages (/ui), same keys and tenant views

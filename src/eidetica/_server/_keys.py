@@ -115,6 +115,14 @@ class KeyStore:
         """True when at least one key exists (then every request must carry one)."""
         return bool(self._load())
 
+    def name_of(self, key: str | None) -> str:
+        """The name of an (already authenticated) key, else its public id; "" without one."""
+        parts = (key or "").split("_", 2)
+        if len(parts) != 3 or parts[0] != "ek":
+            return ""
+        record = self._load().get(parts[1]) or {}
+        return record.get("name") or parts[1]
+
     def tenant_of(self, key: str | None) -> str:
         """The tenant a bearer key acts for; ``Unauthorized`` when it is missing, unknown or revoked."""
         return self._record(key)["tenant"]

@@ -31,13 +31,15 @@ from ..events import (
     UserForgotten,
 )
 from ..events.streams import facts_stream
-from ..events.types import Event
-from ..providers import LLM, Embedder
+from ..events.types import Event, decode
+from ..providers import LLM, Embedder, extractor_id
 from ..projections._vectors import VectorSlots
 from ..providers._base import Coalescer
 from ._config import MemoryConfig
+from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
 from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
+from ._writer import append_expecting
 
 __all__ = ["FactCurator", "RememberItem"]
 
@@ -104,7 +106,7 @@ class _VectorSet(VectorSlots):
         self.drop(fact_id)
 
 
-class FactCurator:
+class FactCurator(StreamOwner):
     """Remembers, reinforces, supersedes, decays and prunes a user's facts."""
 
     def __init__(
@@ -485,13 +487,36 @@ class FactCurator:
             events.append((FactSuperseded(fact_id=best.fact_id, by=fact_id), time))  # type: ignore[union-attr]
         return events, fact_id
 
-    def forget(self, fact_id: str) -> None:
-        """Delete one fact (it stays in the log until the user or store is compacted)."""
+    def forget(self, fact_id: str, request_id: str = "", by: str = "") -> None:
+        """Delete one fact (it stays in the log until the user or store is compacted); who asked is recorded."""
         with self._lock:
             f = self.facts.get(fact_id)
             if f is None or f.status in ("deleted", "pruned"):
                 raise NotFound("fact", fact_id)
-            self._commit([(FactDeleted(fact_id=fact_id), None)])
+            self._commit([(FactDeleted(fact_id=fact_id, request=request_id, by=by), None)])
+
+    def retract_sourced(self, sources: Sequence[Sequence[Any]], reason: str, session_id: str = "", request_id: str = "",
+                        by: str = "") -> list[str]:
+        """Retract (``FactDeleted`` with ``reason``) every live fact whose every source message is one of ``sources``.
+
+        ``sources``: (session id, sequence) pairs. A fact with a source outside them keeps it and
+        stays; a fact with no source (``remember``) is never reached. Returns the facts retracted
+        (none on a second call: it is idempotent).
+        """
+        gone_from = {(str(s), int(q)) for s, q in sources}
+        now = self.clock()
+
+        def build() -> list[NewEvent]:  # decided on the fold: a refold after a race decides again
+            hit = [f.fact_id for f in self.facts.values() if f.status in ("active", "superseded") and f.sources
+                   and all((x.get("session_id"), x.get("sequence")) in gone_from for x in f.sources)]
+            return [NewEvent.of(FactDeleted(fact_id=i, reason=reason, session_id=session_id, request=request_id, by=by),
+                                tenant=self.tenant, time=now) for i in hit]
+
+        with self._lock:
+            news, _, _ = append_expecting(self, build)
+            for n in news:
+                self._fold(decode(n.payload), now)
+        return [decode(n.payload).fact_id for n in news]  # type: ignore[attr-defined]
 
     def forget_matching(self, query: str, threshold: float = 0.85) -> list[str]:
         """Delete every active fact whose cosine to ``query`` is at least ``threshold``."""
@@ -551,7 +576,8 @@ class FactCurator:
                     for f in found
                 ]) if found else []
                 ids += got
-                done = ExtractionCompleted(session_id=m["session_id"], sequences=[m["sequence"]], facts=got)
+                done = ExtractionCompleted(session_id=m["session_id"], sequences=[m["sequence"]], facts=got,
+                                           extractor=extractor_id(self.llm))
                 self._commit([(done, None)])
         return ids
 

@@ -13,7 +13,7 @@ last verified batch; damage anywhere else raises ``CorruptLog``. A segment is ro
 size, on open, and after a failed write (cut back to its last whole batch first).
 
 Recovery checkpoint (``p000/recovery.ckpt``): what an open rebuilds by scanning every
-batch (event id -> offset, stream versions and offsets, where each batch lies) is written
+batch (event id key -> offset, stream versions and offsets, where each batch lies) is written
 to one sha256-checked file, atomically (temp file, fsync, rename), covering only batches
 already fsynced; an open loads it, checks it against the segments (names, sizes, and the
 last covered batch of each re-verified) and scans only what follows. A damaged, stale or
@@ -56,7 +56,7 @@ _ROWS_KEY = b"eidetica.rows"
 _MAX_RESYNC_PROBES = 4096
 CHECKPOINT_NAME = "recovery.ckpt"
 CHECKPOINT_MAGIC = b"EIDETICA-LOG-CHECKPOINT\n"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: the id map holds id_key(tenant, id), not the raw id (a format-1 file is refused: one full scan)
 
 
 class CheckpointWarning(UserWarning):
