@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.testclient import TestClient
 
 import eidetica
 from eidetica._server import KeyStore, build
@@ -76,25 +76,49 @@ def test_after_n_requests_the_counters_show_n_by_route_template_and_nothing_name
 
 
 def test_metrics_from_elsewhere_need_an_operator_key(tmp_path) -> None:
-    """A non-loopback peer (an in-process ASGI client with another address) needs an operator key."""
+    """A non-loopback peer (an in-process client with another address) needs an operator key."""
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
         keys = KeyStore(tmp_path / "s")
         _, tenant_key = keys.create("acme")
         _, operator_key = keys.create("acme", "prometheus", operator=True)
         app = build(m, keys=keys, host="0.0.0.0", mcp=False)
 
-        async def get(client: tuple[str, int], key: str | None) -> httpx.Response:
+        def get(client: tuple[str, int], key: str | None) -> httpx.Response:
             headers = {"Authorization": f"Bearer {key}"} if key else {}
-            transport = httpx.ASGITransport(app=app, client=client)
-            async with httpx.AsyncClient(transport=transport, base_url="http://eidetica") as c:
-                return await c.get("/metrics", headers=headers)
+            return TestClient(app, client=client).get("/metrics", headers=headers)
 
         far = ("192.0.2.7", 40000)
-        assert asyncio.run(get(far, None)).status_code == 401
-        refused = asyncio.run(get(far, tenant_key))
+        assert get(far, None).status_code == 401
+        refused = get(far, tenant_key)
         assert refused.status_code == 401 and "operator key" in refused.json()["message"]
-        assert asyncio.run(get(far, "ek_nope_nope")).status_code == 401
-        ok = asyncio.run(get(far, operator_key))
+        assert get(far, "ek_nope_nope").status_code == 401
+        ok = get(far, operator_key)
         assert ok.status_code == 200 and "eidetica_http_requests_total" in ok.text
-        assert asyncio.run(get(("127.0.0.1", 40000), None)).status_code == 200  # a local scraper needs none
+        assert get(("127.0.0.1", 40000), None).status_code == 200  # a local scraper needs none
         assert [k["operator"] for k in keys.list()] == [False, True]
+
+
+def test_requests_become_opentelemetry_spans_named_by_route_template_once_a_provider_is_set(tmp_path) -> None:
+    """The otel extra: a server span per request, parented by the caller's traceparent, no ids in it."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)  # once per process: what OTEL_TRACES_EXPORTER makes `serve` do
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        c = TestClient(build(m, mcp=False))
+        parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        r = c.post("/v1/users/zoe-secret/sessions/z-1/messages", headers={"traceparent": parent},
+                   json={"messages": [{"role": "user", "content": "Zoe here"}]})
+        assert r.status_code == 201
+        assert c.post("/v1/search", json={"query": "x", "user": "zoe-secret"}).status_code == 200
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    append = spans["POST /v1/users/{user}/sessions/{session_id}/messages"]
+    assert append.attributes["http.response.status_code"] == 201 and append.kind == trace.SpanKind.SERVER
+    assert format(append.context.trace_id, "032x") == "0af7651916cd43dd8448eb211c80319c"  # joined the caller's trace
+    assert spans["POST /v1/search"].attributes["http.route"] == "/v1/search"
+    assert not any("zoe" in str(s.name) + str(dict(s.attributes)) for s in spans.values())

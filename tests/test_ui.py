@@ -244,6 +244,48 @@ def test_pages_are_paged_and_also_json(served) -> None:
     assert facts["counts"]["active"] == facts["page"]["total"] == len(facts["facts"])
 
 
+def test_forget_a_session_then_a_user_through_their_confirmation_forms(served) -> None:
+    server, data = served
+    h = {"Authorization": f"Bearer {data['acme_key']}"}
+    with httpx.Client(base_url=server.url, headers=h) as c:
+        assert c.post("/v1/users/dave/sessions/d-1/messages", json={"messages": [{"role": "user", "content": "Dave here"}]}).status_code == 201
+        assert c.post("/v1/users/dave/sessions/d-2/messages", json={"messages": [{"role": "user", "content": "Dave again"}]}).status_code == 201
+        assert c.post("/v1/users/dave/memories", json={"content": "Dave sails"}).status_code == 201
+
+        def confirm_and_post(path: str) -> httpx.Response:
+            page = c.get(path)
+            assert page.status_code == 200 and "Yes, forget it" in page.text
+            token = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)
+            return c.post(path, data={"csrf": token, "confirm": "yes"})
+
+        r = confirm_and_post("/ui/users/dave/sessions/d-1/forget")
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/users/dave/sessions?done=")
+        assert [s["session_id"] for s in c.get("/ui/users/dave/sessions?format=json").json()["sessions"]] == ["d-2"]
+        assert c.get("/ui/users/dave/sessions/d-1?format=json").status_code == 404
+        r = confirm_and_post("/ui/users/dave/forget")
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui?done=")
+        assert "dave" not in [u["user"] for u in c.get("/ui?format=json&limit=500").json()["users"]]
+        assert c.get("/v1/users/dave/memories").json() == []
+
+
+def test_without_keys_only_a_loopback_host_name_gets_the_pages(tmp_path) -> None:
+    """Keyless loopback serving: a page reached under another host name (DNS rebinding) is refused."""
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        m.remember("Erin likes chess", user="erin")
+        from eidetica._server import build
+
+        from starlette.testclient import TestClient  # sync: this module's browser runs Playwright's own loop
+
+        app = build(m, mcp=False)
+
+        def get(host: str) -> httpx.Response:
+            return TestClient(app, base_url=f"http://{host}:8765", client=("127.0.0.1", 5000)).get("/ui?format=json")
+
+        assert [u["user"] for u in get("127.0.0.1").json()["users"]] == ["erin"]
+        assert get("localhost").status_code == 200
+        assert get("rebound.example").status_code == 401
+
+
 # -- 10,000 facts and 1,000 sessions for one user ----------------------------------------------
 @pytest.mark.slow
 def test_a_user_with_10000_facts_and_1000_sessions_renders_paged(tmp_path, browser) -> None:

@@ -54,8 +54,11 @@ def serve(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, mcp: boo
     """Serve ``memory`` over HTTP until interrupted (the process holds the store's writer lock)."""
     import uvicorn
 
+    from ._tracing import setup_from_env
+
     keys = KeyStore(memory.path)
     check_bind(host, keys)
+    setup_from_env()  # OpenTelemetry spans per request when OTEL_TRACES_EXPORTER asks (the otel extra)
     app = build(memory, keys=keys, host=host, mcp=mcp)
     print(f"eidetica: serving {memory.path} on http://{host}:{port} (docs at /docs, MCP at /mcp, inspector at /ui, "
           "metrics at /metrics)", file=sys.stderr, flush=True)

@@ -710,7 +710,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     _item_routes(app, M)
     from ._ui import mount_ui  # the inspector pages (/ui), same keys and tenant views
 
-    mount_ui(app, memory)
+    mount_ui(app, memory, is_loopback)
     return app
 
 

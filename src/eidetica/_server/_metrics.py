@@ -24,6 +24,7 @@ from ..errors import Unauthorized
 from ..memory import Memory
 from .._wire import error_body, status_of
 from ._keys import KeyStore
+from ._tracing import finish_span, request_span
 
 __all__ = ["Metrics", "Observed", "metrics"]
 
@@ -152,19 +153,25 @@ class Observed:
                 status = message["status"]
             await send(message)
 
-        try:
-            if scope["path"] == "/metrics":
-                await self._scrape(scope, receive, sent)
-            else:
-                await self.app(scope, receive, sent)
-        finally:
-            took = time.perf_counter() - started
-            route, method = _route(scope), scope.get("method", "")
-            self.metrics.requests.labels(route=route, method=method, status=str(status)).inc()
-            self.metrics.latency.labels(route=route, method=method).observe(took)
-            op = OPERATIONS.get((method, route))
-            if op is not None:
-                self.metrics.operations.labels(operation=op).observe(took)
+        with request_span(scope) as span:
+            try:
+                if scope["path"] == "/metrics":
+                    await self._scrape(scope, receive, sent)
+                else:
+                    await self.app(scope, receive, sent)
+            finally:
+                took = time.perf_counter() - started
+                route, method = _route(scope), scope.get("method", "")
+                finish_span(span, method, route, status)
+                self._record(route, method, status, took)
+
+    def _record(self, route: str, method: str, status: int, took: float) -> None:
+        """Count and time one request."""
+        self.metrics.requests.labels(route=route, method=method, status=str(status)).inc()
+        self.metrics.latency.labels(route=route, method=method).observe(took)
+        op = OPERATIONS.get((method, route))
+        if op is not None:
+            self.metrics.operations.labels(operation=op).observe(took)
 
     async def _scrape(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         import anyio

@@ -53,8 +53,9 @@ def _json_page(data: Any, status: int = 200) -> Response:
     return Response(msgspec.json.encode(data), status_code=status, media_type="application/json")
 
 
-def mount_ui(app: FastAPI, memory: Memory) -> None:
-    """Add the ``/ui`` pages and ``/ui/static`` to the API's app (its ``authenticate`` and tenant views)."""
+def mount_ui(app: FastAPI, memory: Memory, is_loopback: Callable[[str], bool]) -> None:
+    """Add the ``/ui`` pages and ``/ui/static`` to the API's app (its ``authenticate`` and tenant views;
+    ``is_loopback`` is the API's test of a host name, passed in: ``_app`` imports this module)."""
     env = _env()
     secret = secrets.token_bytes(32)
     authenticate: Callable[[Request], str] = app.state.authenticate
@@ -73,7 +74,11 @@ def mount_ui(app: FastAPI, memory: Memory) -> None:
                 return authenticate(Request(dict(request.scope, headers=headers)))
             except Unauthorized:
                 pass  # a stale cookie on a server that needs none still gets in on loopback
-        return authenticate(request)
+        tenant = authenticate(request)
+        if not credential(request) and not is_loopback(request.url.hostname or ""):
+            # keyless loopback access by another name: a DNS-rebinding page would read the store
+            raise Unauthorized("without a key, /ui answers only to a loopback host name (127.0.0.1, localhost)")
+        return tenant
 
     def csrf(request: Request) -> str:
         return hmac.new(secret, credential(request).encode(), hashlib.sha256).hexdigest()

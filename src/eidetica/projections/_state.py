@@ -1053,9 +1053,9 @@ class StateProjection(Projection):
             return None if s is None else s.info(schedule_id)
 
     def users(self, tenant: str) -> list[str]:
-        """Users of a tenant that have any session, fact, note or schedule."""
+        """Users of a tenant that have any live session, fact, note or schedule."""
         with self._lock:
-            found = {s.user_id for (t, _), s in self._sessions.items() if t == tenant and s.user_id}
+            found = {s.user_id for (t, _), s in self._sessions.items() if t == tenant and s.user_id and not s.forgotten}
             for d in (self._facts, self._notes, self._schedules):
                 found.update(u for (t, u), items in d.items() if t == tenant and items)
         return sorted(found)
