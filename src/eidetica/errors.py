@@ -38,6 +38,7 @@ __all__ = [
     "StorageError",
     "Unauthorized",
     "ReplicaBehind",
+    "ReadOnly",
 ]
 
 
@@ -204,3 +205,12 @@ class ReplicaBehind(EideticaError):
             f"view replica {replica} applied {applied} but the read needs {wanted} (next offset per partition) "
             f"after {timeout:g}s; retry, or raise replica_timeout"
         )
+
+
+class ReadOnly(EideticaError):
+    """A write through a read-only handle (a past moment: ``m.as_of(...)``); nothing was written."""
+
+    def __init__(self, what: str = "this handle") -> None:
+        self._init_args = (what,)
+        self.what = what
+        super().__init__(f"{what} is read-only")

@@ -493,6 +493,17 @@ class FactCurator:
                 raise NotFound("fact", fact_id)
             self._commit([(FactDeleted(fact_id=fact_id, request=request_id, by=by), None)])
 
+    def sourced_from(self, sources: Sequence[Sequence[Any]]) -> dict[str, list[tuple[str, int]]]:
+        """The live (active or superseded) facts with a source among ``sources`` (session, sequence), with all their sources."""
+        want = {(str(s), int(q)) for s, q in sources}
+        with self._lock:
+            out = {}
+            for f in self.facts.values():
+                pairs = [(x.get("session_id"), x.get("sequence")) for x in f.sources]
+                if f.status in ("active", "superseded") and want.intersection(pairs):
+                    out[f.fact_id] = pairs
+            return out
+
     def retract_sourced(self, sources: Sequence[Sequence[Any]], reason: str, session_id: str = "", request_id: str = "",
                         by: str = "") -> list[str]:
         """Retract (``FactDeleted`` with ``reason``) every live fact whose every source message is one of ``sources``.
