@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -288,3 +289,67 @@ def test_cli_as_of(tmp_path) -> None:
     assert [h["text"] for h in json.loads(past.stdout)] == ["Likes hiking"]
     bad = run("list", "--as-of", "yesterday")
     assert bad.returncode != 0 and "as_of" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _facts(m) -> set[tuple[str, str]]:
+    return {(h.text, json.dumps(h.metadata["sources"], sort_keys=True)) for h in m.list_memories(user="u", limit=1000)}
+
+
+def _seed(store) -> None:
+    with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:
+        for i, text in enumerate(["I work as a pirate.", "I live in Paris.", "I love the violin, I play it daily.",
+                                  "My favourite colour is blue.", "I have two cats.", "I am 30 years old."]):
+            m.session(f"s{i % 2}", user="u").append("user", text)
+        m.remember("Prefers tea over coffee", user="u")
+
+
+def test_reextract_brings_facts_in_line_and_is_idempotent(tmp_path) -> None:
+    from ._reextract_child import NewExtractor
+
+    store = tmp_path / "store"
+    _seed(store)
+    with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:
+        before = {h.text: h.id for h in m.list_memories(user="u")}
+        out = m.reextract(llm=NewExtractor())
+        after = {h.text: h.id for h in m.list_memories(user="u")}
+        assert out == {"asserted": 1, "kept": len(before) - 2, "retracted": 1}
+        assert "I work as a pirate." not in after and after["Plays the violin."]
+        assert all(after[t] == before[t] for t in before if t != "I work as a pirate.")  # same ids
+        assert after["Prefers tea over coffee"] == before["Prefers tea over coffee"]  # remembered: untouched
+        pirate = m.explain(before["I work as a pirate."], user="u")
+        assert pirate["history"][-1]["event"] == "reextract"
+        heads = [m.log.head(p) for p in range(m.log.partitions)]
+        assert m.reextract(llm=NewExtractor()) == {"asserted": 0, "kept": len(after) - 1, "retracted": 0}
+        assert [m.log.head(p) for p in range(m.log.partitions)] == heads  # a second run writes nothing
+
+
+@pytest.mark.crash
+def test_reextract_killed_halfway_and_run_again_ends_like_one_run(tmp_path) -> None:
+    from ._reextract_child import NewExtractor
+
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    _seed(killed)
+    _seed(whole)
+    child = [sys.executable, "-m", "tests._reextract_child", str(killed), "6"]  # dies on its last extraction
+    out = subprocess.run(child, capture_output=True, text=True, timeout=300, cwd=str(Path(__file__).parent.parent))
+    assert out.returncode == -9, out.stderr
+    with eidetica.open(killed, embedder=HashEmbedder(dim=64)) as m:
+        halfway = _facts(m)
+        m.reextract(llm=NewExtractor())
+        resumed = _facts(m)
+    with eidetica.open(whole, embedder=HashEmbedder(dim=64)) as m:
+        before = _facts(m)
+        m.reextract(llm=NewExtractor())
+        assert _facts(m) == resumed != before
+    texts = lambda facts: {t for t, _ in facts}  # noqa: E731
+    assert {"Plays the violin.", "I work as a pirate."} <= texts(halfway)  # killed after an assert, before retracting
+    assert "I work as a pirate." not in texts(resumed)
+
+
+def test_cli_reextract(tmp_path) -> None:
+    store = tmp_path / "store"
+    _seed(store)
+    out = subprocess.run([sys.executable, "-m", "eidetica.cli", "reextract", "--llm", "offline", "--user", "u",
+                          "--path", str(store), "--model", "hash-64"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"asserted": 0, "kept": 6, "retracted": 0}  # the same rules: nothing changes

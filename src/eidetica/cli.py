@@ -158,6 +158,21 @@ def why(fact_id: str, user: str = USER, path: Path = PATH, tenant: str = TENANT,
 
 
 @app.command()
+def reextract(
+    llm: Optional[str] = typer.Option(None, "--llm", help="'offline' (the default rules) or a model of an "
+                                      "OpenAI-compatible endpoint ($OPENAI_BASE_URL, $OPENAI_API_KEY)"),
+    user: Optional[str] = typer.Option(None, "--user", "-u", help="one user (default: every user)"),
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Run the extractor again over the stored user messages and bring the facts in line (resumable)."""
+    from .providers import OfflineLLM, OpenAILLM
+
+    chosen = None if llm is None else OfflineLLM() if llm == "offline" else OpenAILLM(llm)
+    with _open(path, tenant, model) as m:
+        console.print_json(json.dumps(m.reextract(user=user, llm=chosen)))
+
+
+@app.command()
 def revert(
     session_id: str,
     since: Optional[str] = typer.Option(None, "--since", help="only messages from this ISO time on (with a zone)"),

@@ -750,6 +750,12 @@ class Memory:
 
         return as_of(self, when)
 
+    def reextract(self, user: str | None = None, llm: LLM | None = None) -> dict[str, int]:
+        """Run the current (or given) extractor over the stored user messages and bring the facts in line (resumable)."""
+        from ._reextract import reextract
+
+        return reextract(self, user, llm)
+
     def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
         """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent; messages kept unless asked."""
         from ._revert import revert

@@ -513,11 +513,20 @@ class FactCurator:
         (none on a second call: it is idempotent).
         """
         gone_from = {(str(s), int(q)) for s, q in sources}
+        return self._retract(lambda f: bool(f.sources) and all((x.get("session_id"), x.get("sequence")) in gone_from
+                                                                for x in f.sources), reason, session_id, request_id, by)
+
+    def retract(self, fact_ids: Sequence[str], reason: str, request_id: str = "", by: str = "") -> list[str]:
+        """Retract these facts (those still live) with ``reason``; returns those retracted."""
+        ids = set(fact_ids)
+        return self._retract(lambda f: f.fact_id in ids, reason, "", request_id, by)
+
+    def _retract(self, pick: Callable[[_FactState], bool], reason: str, session_id: str, request_id: str,
+                 by: str) -> list[str]:
         now = self.clock()
 
         def build() -> list[NewEvent]:  # decided on the fold: a refold after a race decides again
-            hit = [f.fact_id for f in self.facts.values() if f.status in ("active", "superseded") and f.sources
-                   and all((x.get("session_id"), x.get("sequence")) in gone_from for x in f.sources)]
+            hit = [f.fact_id for f in self.facts.values() if f.status in ("active", "superseded") and pick(f)]
             return [NewEvent.of(FactDeleted(fact_id=i, reason=reason, session_id=session_id, request=request_id, by=by),
                                 tenant=self.tenant, time=now) for i in hit]
 
