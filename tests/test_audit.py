@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,209 @@ def test_revert_since_and_messages(mem, clock) -> None:
     assert len(out["facts"]) == 1 and out["messages_removed"] == 1
     assert {h.text for h in mem.list_memories(user="u")} == {"I work as a nurse."}
     assert [x.content for x in mem.session("s", user="u").history()] == ["I work as a nurse."]
+
+
+MARK = "Zanzibarquux"  # in one message only: a fact's only source, quoted by the session summary
+
+
+def _conversation(mem) -> object:
+    s = mem.session("s", user="u")
+    s.append("user", f"I live in {MARK} town.")
+    s.append("user", "I work as a nurse.")
+    for i in range(8):
+        s.append("user" if i % 2 else "assistant", f"filler turn number {i} about the weather today")
+    mem.session("t", user="u").append("user", "I work as a nurse.")  # the nurse fact has a second source
+    assert s.summarize(force=True) and MARK in s.summary()
+    return s
+
+
+def test_forget_message_cascades_to_facts_summary_and_index(mem) -> None:
+    s = _conversation(mem)
+    facts = {h.text: h.id for h in mem.list_memories(user="u")}
+    only = facts[f"I live in {MARK} town."]
+    out = s.forget_message(0)
+    assert out["facts"] == [only] and out["summaries"] == ["s"]
+    assert MARK not in (s.summary() or "")  # summarised again without it
+    assert f"I live in {MARK} town." not in {h.text for h in mem.list_memories(user="u")}
+    assert not [h for h in mem.search(MARK, user="u", min_score=0.0) if MARK in h.text]  # its chunks left at once
+    assert mem.explain(only, user="u")["history"][-1]["event"] == "erasure"
+    assert s.forget_message(1)["facts"] == []  # the nurse fact keeps its other source
+    assert "I work as a nurse." in {h.text for h in mem.list_memories(user="u")}
+    with pytest.raises(NotFound):
+        s.forget_message(0)  # already gone
+    with pytest.raises(InvalidInput) as e:
+        s.forget_message("1")
+    assert e.value.field == "sequence"
+
+
+def test_forget_session_cascades_to_its_facts(mem) -> None:
+    _say(mem, Clock(), "a", "I work as a pirate.", 1)
+    _say(mem, Clock(), "a", "I work as a nurse.", 2)
+    _say(mem, Clock(), "b", "I work as a nurse.", 3)
+    mem.forget_session("a")
+    assert {h.text for h in mem.list_memories(user="u")} == {"I work as a nurse."}
+
+
+def test_compact_after_forget_message_leaves_no_byte_and_says_so(tmp_path) -> None:
+    store = tmp_path / "store"
+    with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:
+        s = _conversation(m)
+        only = next(h.id for h in m.list_memories(user="u") if MARK in h.text)
+        s.forget_message(0)
+        assert m.snapshot() is not None  # a state snapshot from before compact: it must go too
+        receipt = m.compact()
+        assert receipt["verified"] is True and receipt["found_in"] == []
+        assert {"session_id": "s", "sequence": 0} in receipt["forgotten"]["messages"]
+        assert only in receipt["facts"] and "s" in receipt["summaries"]
+        assert receipt["forgotten"]["texts"] >= 2 and receipt["files_rewritten"]
+        assert any(f.startswith("log/") for f in receipt["files_rewritten"])
+        assert json.loads(open(receipt["receipt"]).read())["verified"] is True
+        assert [x.content for x in m.session("t", user="u").history()] == ["I work as a nurse."]
+    for f in store.rglob("*"):
+        if f.is_file():
+            assert MARK.encode() not in f.read_bytes(), f
+    from eidetica._erasure import verify
+
+    with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:  # through the engines too
+        assert verify(store, m.views.index, {MARK}) == []
+        m.session("t", user="u").append("user", f"Back to {MARK} again.")
+        assert verify(store, m.views.index, {MARK})  # the check does see text where it is
+
+
+def test_as_of_four_moments_of_a_facts_life(mem, clock) -> None:
+    from eidetica.errors import ReadOnly
+
+    m = mem
+    _say(m, clock, "s1", AGE30, 1)
+    note = m.store_note("flight lands 10:40", user="u")
+    t1 = clock.now + dt.timedelta(seconds=30)
+    _say(m, clock, "s2", AGE30, 2)
+    m.delete_note(note, user="u")  # (RemoteMemory has no update_note yet)
+    m.store_note("flight lands 12:15", user="u")
+    m.schedules.create("water plants", "interval", 3600, user="u")
+    t2 = clock.now + dt.timedelta(seconds=30)
+    _say(m, clock, "s3", AGE31, 3)
+    t3 = clock.now + dt.timedelta(seconds=30)
+    new = next(h.id for h in m.list_memories(user="u") if h.text == AGE31)
+    clock.now = T0 + dt.timedelta(minutes=4)
+    m.forget(new, user="u")
+    m.session("s4", user="u").append("user", "I work as a nurse.", time=clock.now)
+    offset = m.written[0]  # the message and what its extraction wrote
+    _say(m, clock, "s5", "My favourite colour is blue.", 5)
+    live = {h.text for h in m.list_memories(user="u")}
+
+    def facts(view) -> list[str]:
+        return sorted(h.text for h in view.list_memories(user="u"))
+
+    with m.as_of(t1) as past:
+        assert facts(past) == [AGE30]
+        assert [s.session_id for s in past.list_sessions(user="u")] == ["s1"]
+        assert "10:40" in past.context("when does the flight land", user="u")
+        assert past.schedules.count(user="u") == 0
+        assert [h.text for h in past.recall("how old", user="u") if h.kind == "fact"] == [AGE30]
+        with pytest.raises(ReadOnly):
+            past.remember("a new fact", user="u")
+        with pytest.raises(ReadOnly):
+            past.session("s1", user="u").append("user", "more")
+        with pytest.raises(ReadOnly):
+            past.store_note("x", user="u")
+    with m.as_of(t2) as past:  # reinforced by s2: the same fact, stronger
+        assert [h.confidence for h in past.list_memories(user="u")] == [1.0] and facts(past) == [AGE30]
+        assert "12:15" in past.context("when does the flight land", user="u")
+        assert [s.name for s in past.schedules.search("water", user="u")] == ["water plants"]
+    with m.as_of(t3) as past:  # superseded: the new value, not yet deleted
+        assert facts(past) == [AGE31]
+        assert [x.content for x in past.session("s3", user="u").history()] == [AGE31]
+        assert [h.text for h in past.search("years old", user="u", min_score=0.0) if h.kind == "message"]
+    with m.as_of(offset) as past:  # by log offset: the delete and the s4 message, not s5
+        assert set(facts(past)) == live - {"My favourite colour is blue."}
+        assert [x.content for x in past.session("s4", user="u").read()] == ["I work as a nurse."]
+        assert past.session("s5", user="u").history() == []
+    assert {h.text for h in m.list_memories(user="u")} == live  # the live store is untouched
+    with pytest.raises(InvalidInput) as e:
+        m.as_of(dt.datetime(2026, 11, 1))
+    assert e.value.field == "when"
+
+
+def test_cli_as_of(tmp_path) -> None:
+    store = tmp_path / "store"
+    with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:
+        m.remember("Likes hiking", user="u")
+        then = m.log.head(0) - 1
+        m.remember("Plays the violin", user="u")
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "eidetica.cli", *args, "--user", "u", "--path", str(store),
+                               "--model", "hash-64"], capture_output=True, text=True, timeout=300)
+
+    now = run("list", "--json")
+    past = run("list", "--json", "--as-of", str(then))
+    assert now.returncode == 0 and past.returncode == 0, past.stderr
+    assert {h["text"] for h in json.loads(now.stdout)} == {"Likes hiking", "Plays the violin"}
+    assert [h["text"] for h in json.loads(past.stdout)] == ["Likes hiking"]
+    bad = run("list", "--as-of", "yesterday")
+    assert bad.returncode != 0 and "as_of" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _facts(m) -> set[tuple[str, str]]:
+    return {(h.text, json.dumps(h.metadata["sources"], sort_keys=True)) for h in m.list_memories(user="u", limit=1000)}
+
+
+def _seed(store) -> None:
+    with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:
+        for i, text in enumerate(["I work as a pirate.", "I live in Paris.", "I love the violin, I play it daily.",
+                                  "My favourite colour is blue.", "I have two cats.", "I am 30 years old."]):
+            m.session(f"s{i % 2}", user="u").append("user", text)
+        m.remember("Prefers tea over coffee", user="u")
+
+
+def test_reextract_brings_facts_in_line_and_is_idempotent(tmp_path) -> None:
+    from ._reextract_child import NewExtractor
+
+    store = tmp_path / "store"
+    _seed(store)
+    with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:
+        before = {h.text: h.id for h in m.list_memories(user="u")}
+        out = m.reextract(llm=NewExtractor())
+        after = {h.text: h.id for h in m.list_memories(user="u")}
+        assert out == {"asserted": 1, "kept": len(before) - 2, "retracted": 1}
+        assert "I work as a pirate." not in after and after["Plays the violin."]
+        assert all(after[t] == before[t] for t in before if t != "I work as a pirate.")  # same ids
+        assert after["Prefers tea over coffee"] == before["Prefers tea over coffee"]  # remembered: untouched
+        pirate = m.explain(before["I work as a pirate."], user="u")
+        assert pirate["history"][-1]["event"] == "reextract"
+        heads = [m.log.head(p) for p in range(m.log.partitions)]
+        assert m.reextract(llm=NewExtractor()) == {"asserted": 0, "kept": len(after) - 1, "retracted": 0}
+        assert [m.log.head(p) for p in range(m.log.partitions)] == heads  # a second run writes nothing
+
+
+@pytest.mark.crash
+def test_reextract_killed_halfway_and_run_again_ends_like_one_run(tmp_path) -> None:
+    from ._reextract_child import NewExtractor
+
+    killed, whole = tmp_path / "killed", tmp_path / "whole"
+    _seed(killed)
+    _seed(whole)
+    child = [sys.executable, "-m", "tests._reextract_child", str(killed), "6"]  # dies on its last extraction
+    out = subprocess.run(child, capture_output=True, text=True, timeout=300, cwd=str(Path(__file__).parent.parent))
+    assert out.returncode == -9, out.stderr
+    with eidetica.open(killed, embedder=HashEmbedder(dim=64)) as m:
+        halfway = _facts(m)
+        m.reextract(llm=NewExtractor())
+        resumed = _facts(m)
+    with eidetica.open(whole, embedder=HashEmbedder(dim=64)) as m:
+        before = _facts(m)
+        m.reextract(llm=NewExtractor())
+        assert _facts(m) == resumed != before
+    texts = lambda facts: {t for t, _ in facts}  # noqa: E731
+    assert {"Plays the violin.", "I work as a pirate."} <= texts(halfway)  # killed after an assert, before retracting
+    assert "I work as a pirate." not in texts(resumed)
+
+
+def test_cli_reextract(tmp_path) -> None:
+    store = tmp_path / "store"
+    _seed(store)
+    out = subprocess.run([sys.executable, "-m", "eidetica.cli", "reextract", "--llm", "offline", "--user", "u",
+                          "--path", str(store), "--model", "hash-64"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"asserted": 0, "kept": 6, "retracted": 0}  # the same rules: nothing changes

@@ -39,6 +39,7 @@ def test_exported_names_are_pinned() -> None:
             "Unauthorized",
             "ReplicaBehind",
             "Unavailable",
+            "ReadOnly",
         ]
     )
     for name in eidetica.__all__:
@@ -97,6 +98,7 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         errors.StorageError(28, "No space left on device", "/x/log"),
         errors.Unauthorized("revoked"),
         errors.ReplicaBehind("views:1", {0: 9}, {0: 3}, 0.5),
+        errors.ReadOnly("store as of 2026-11-01"),
     ]
     for e in cases:
         back = pickle.loads(pickle.dumps(e))

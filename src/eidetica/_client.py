@@ -14,6 +14,7 @@ Ray fleet, or an embedded / Ray handle) and so read this client's writes there.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import os
@@ -123,6 +124,8 @@ def connect(url: str, api_key: str | None = None, *, timeout: float = 60.0, retr
 class RemoteMemory:
     """Long-term memory over HTTP: the ``Memory`` API, served by ``eidetica serve``."""
 
+    _as_of: str | None = None  # set on a past moment's handle (``as_of``): every request carries it
+
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 60.0, retries: int = 3) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise InvalidInput("url", "must be an http:// or https:// URL", url)
@@ -169,6 +172,8 @@ class RemoteMemory:
             url = httpx.URL(self.url + path)
             if len(self._urls) < 1024:  # a session's path is asked again and again; ids vary without bound
                 self._urls[path] = url
+        if self._as_of is not None:
+            params = {**(params or {}), "as_of": self._as_of}
         if params:
             params = {k: (v.isoformat() if isinstance(v, dt.datetime) else v) for k, v in params.items() if v is not None}
             url = url.copy_merge_params(params)
@@ -302,6 +307,20 @@ class RemoteMemory:
         """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent."""
         body = {"since": since.isoformat() if isinstance(since, dt.datetime) else since, "messages": messages}
         return self._call("POST", f"/v1/users/{_q(user)}/sessions/{_q(session_id)}/revert", json=body)
+
+    def as_of(self, when: Any) -> "RemoteMemory":
+        """The served store as it was at ``when`` (aware datetime or log offset), read-only: writes raise ``ReadOnly``."""
+        if isinstance(when, dt.datetime) and when.utcoffset() is not None:
+            at = when.isoformat()
+        elif isinstance(when, int) and not isinstance(when, bool) and when >= 0:
+            at = str(when)
+        else:
+            raise InvalidInput("when", "must be a timezone-aware datetime or a log offset", when)
+        past = copy.copy(self)
+        past._as_of = at
+        past.schedules, past.items = RemoteSchedules(past), RemoteItems(past)
+        past.close = lambda: None  # type: ignore[method-assign]  # it shares this handle's connections
+        return past
 
     def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
         """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
@@ -544,6 +563,13 @@ class RemoteSession:
     def forget(self) -> None:
         """Forget this session."""
         self._m._send("DELETE", self._path)
+
+    def forget_message(self, sequence: int) -> dict[str, Any]:
+        """Forget one message and what was derived from it alone (facts, its part of the summary)."""
+        if isinstance(sequence, bool) or not isinstance(sequence, int):
+            raise InvalidInput("sequence", "must be an int", sequence)
+        self.flush()
+        return msgspec.json.decode(self._m._send("DELETE", f"{self._path}/messages/{sequence}", retry="connect").content)
 
     def pop(self) -> Message | None:
         """Take back the last message (an event: ``MessageRetracted``); returns it, None when empty."""

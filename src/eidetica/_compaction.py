@@ -30,10 +30,15 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
     for p in range(log.partitions):
         for batch in log.read_batches(partition=p):
             types = batch.column("type").to_pylist()
-            if not gone_types.intersection(types) and not {"ItemDeleted", "ItemPut", "MessageRetracted"}.intersection(types):
+            if not gone_types.intersection(types) and not {"ItemDeleted", "ItemPut", "MessageRetracted",
+                                                            "SummaryCommitted"}.intersection(types):
                 continue
             for ev in events_from_batch(batch):
-                if ev.type in ("ItemDeleted", "ItemPut"):
+                if ev.type == "SummaryCommitted":
+                    if ev.decode().rewritten:  # type: ignore[attr-defined]
+                        # summarised again without forgotten messages: the earlier summaries may quote them
+                        tombs[ev.stream] = max(tombs.get(ev.stream, -1), ev.version)
+                elif ev.type in ("ItemDeleted", "ItemPut"):
                     seen = item_gone if ev.type == "ItemDeleted" else item_put
                     k = (ev.stream, ev.decode().item_id)  # type: ignore[attr-defined]
                     seen[k] = max(seen.get(k, -1), ev.version)

@@ -41,6 +41,7 @@ STATUS: dict[type[BaseException], int] = {
     errors.UnknownEventType: 500,
     errors.StorageError: 507,  # Insufficient Storage: the disk refused the write
     errors.ReplicaBehind: 503,  # Service Unavailable: the serving view replica is behind; retry
+    errors.ReadOnly: 409,  # a write to a past moment (as_of)
 }
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -51,6 +52,21 @@ def _require_store(path: Path) -> None:
         err.print(f"[red]error:[/] no eidetica store at {escape(str(path))}: name the store with --path "
                   "(or $EIDETICA_PATH)", soft_wrap=True)
         raise typer.Exit(1)
+
+
+AS_OF = typer.Option(None, "--as-of", help="answer as the store was then: an ISO time with its zone, or a log offset")
+
+
+@contextmanager
+def _at(m: Any, as_of: str | None) -> Iterator[Any]:
+    """The store, or the store as it was at ``as_of`` (read-only)."""
+    if as_of is None:
+        yield m
+        return
+    from ._asof import parse_moment
+
+    with m.as_of(parse_moment(as_of)) as past:
+        yield past
 
 
 def _open(path: Path, tenant: str, model: str | None, *, create: bool = False) -> Any:
@@ -104,10 +120,10 @@ def recall(
     top_k: int = typer.Option(5, "--top-k", "-k", min=1, max=10_000),
     category: Optional[str] = typer.Option(None, "--category", "-c"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
-    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, as_of: Optional[str] = AS_OF,
 ) -> None:
     """The user's facts most relevant to QUERY."""
-    with _open(path, tenant, model) as m:
+    with _open(path, tenant, model) as live, _at(live, as_of) as m:
         hits = m.recall(query, top_k, user=user, category=category)
     console.print_json(_hits_json(hits)) if as_json else console.print(_hits_table(hits, f"recall: {query}"))
 
@@ -117,10 +133,10 @@ def list_(
     category: Optional[str] = typer.Option(None, "--category", "-c"),
     limit: int = typer.Option(20, "--limit", "-n", min=1),
     as_json: bool = typer.Option(False, "--json"),
-    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, as_of: Optional[str] = AS_OF,
 ) -> None:
     """The user's active facts, strongest first."""
-    with _open(path, tenant, model) as m:
+    with _open(path, tenant, model) as live, _at(live, as_of) as m:
         hits = m.list_memories(user=user, category=category, limit=limit)
     console.print_json(_hits_json(hits)) if as_json else console.print(_hits_table(hits, f"memories of {user}"))
 
@@ -140,6 +156,21 @@ def why(fact_id: str, user: str = USER, path: Path = PATH, tenant: str = TENANT,
     """Where a fact came from and how it changed (JSON): sources, extractor, reinforcements, supersession, deletion."""
     with _open(path, tenant, model) as m:
         console.print_json(json.dumps(m.explain(fact_id, user=user)))
+
+
+@app.command()
+def reextract(
+    llm: Optional[str] = typer.Option(None, "--llm", help="'offline' (the default rules) or a model of an "
+                                      "OpenAI-compatible endpoint ($OPENAI_BASE_URL, $OPENAI_API_KEY)"),
+    user: Optional[str] = typer.Option(None, "--user", "-u", help="one user (default: every user)"),
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+) -> None:
+    """Run the extractor again over the stored user messages and bring the facts in line (resumable)."""
+    from .providers import OfflineLLM, OpenAILLM
+
+    chosen = None if llm is None else OfflineLLM() if llm == "offline" else OpenAILLM(llm)
+    with _open(path, tenant, model) as m:
+        console.print_json(json.dumps(m.reextract(user=user, llm=chosen)))
 
 
 @app.command()
@@ -196,10 +227,10 @@ def sessions(
 def history(
     session: str,
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, as_of: Optional[str] = AS_OF,
 ) -> None:
     """The stored messages of SESSION."""
-    with _open(path, tenant, model) as m:
+    with _open(path, tenant, model) as live, _at(live, as_of) as m:
         info = next((s for s in m.list_sessions() if s.session_id == session), None)
         if info is None:
             from .errors import NotFound

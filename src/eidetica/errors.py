@@ -42,6 +42,7 @@ __all__ = [
     "Unauthorized",
     "ReplicaBehind",
     "Unavailable",
+    "ReadOnly",
 ]
 
 
@@ -247,3 +248,12 @@ class Unavailable(EideticaError):
         what = ("the request may have reached the server: retry the call (appends and remember are idempotent)"
                 if sent else "nothing was sent: retry the call once the server is up")
         super().__init__(f"cannot reach eidetica at {url} ({request}): {problem}; {what}")
+
+
+class ReadOnly(EideticaError):
+    """A write through a read-only handle (a past moment: ``m.as_of(...)``); nothing was written."""
+
+    def __init__(self, what: str = "this handle") -> None:
+        self._init_args = (what,)
+        self.what = what
+        super().__init__(f"{what} is read-only")

@@ -23,8 +23,8 @@ from .actors import (
     Schedules,
     SessionActor,
 )
-from ._compaction import plan_compaction
 from ._owners import append_through_owner
+from ._erasure import compact, forget_message, forget_session
 from ._items import Items
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
@@ -326,8 +326,7 @@ class Memory:
         owner = next((s.user_id for s in self.state.sessions(self.tenant) if s.session_id == session_id), None)
         if owner is None:
             raise NotFound("session", session_id)
-        self.runtime.session(self.tenant, session_id, owner).forget()
-        self._sync()
+        forget_session(self, session_id, owner)  # and what was derived from its messages alone (_erasure.py)
 
     def _after_append(self, actor: SessionActor, items: list[dict[str, Any]], strategy: str) -> None:
         if self.config.auto_extract:
@@ -757,18 +756,9 @@ class Memory:
         self._sync()
 
     # -- deletion for real, model switches ----------------------------------------------
-    def compact(self) -> dict[str, int]:
-        """Erase forgotten content from disk: redact it in the log, rebuild the indices afresh."""
-        self._sync()
-        self.actor_snapshots.clear()  # first: a crash during the rewrite must not leave one behind
-        with self._qlock:
-            redact, _ = plan_compaction(self.log)
-            report = self.log.redact(redact)  # type: ignore[attr-defined]
-            self.views.fresh(self.embedder)
-        if isinstance(self.runtime, LocalRuntime):
-            self.runtime.close()  # actors refold from the compacted log
-        self.actor_snapshots.clear()  # and what closing the actors wrote: they may hold forgotten text
-        return report
+    def compact(self) -> dict[str, Any]:
+        """Erase forgotten content from disk (log redacted, indices rebuilt afresh); returns the erasure receipt."""
+        return compact(self)
 
     def reembed(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
         """Embed every live text again with ``embedder``, record the switch, and move to it (resumable)."""
@@ -784,6 +774,18 @@ class Memory:
         check_id("user", user)
         self._sync()
         return explain(self.log, self.tenant, fact_id, user)
+
+    def as_of(self, when: Any) -> "Memory":
+        """The store as it was at ``when`` (aware datetime or log offset), read-only: writes raise ``ReadOnly``."""
+        from ._asof import as_of
+
+        return as_of(self, when)
+
+    def reextract(self, user: str | None = None, llm: LLM | None = None) -> dict[str, int]:
+        """Run the current (or given) extractor over the stored user messages and bring the facts in line (resumable)."""
+        from ._reextract import reextract
+
+        return reextract(self, user, llm)
 
     def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
         """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent; messages kept unless asked."""
@@ -937,9 +939,13 @@ class SessionHandle:
         return msg
 
     def forget(self) -> None:
-        """Forget this session."""
-        self._actor.forget()
-        self._m._sync()
+        """Forget this session and what was derived from its messages alone."""
+        forget_session(self._m, self.session_id, self._actor.user_id)
+
+    def forget_message(self, sequence: int) -> dict[str, Any]:
+        """Forget one message and what was derived from it alone (facts, its part of the summary); ``compact`` erases it."""
+        self.flush()
+        return forget_message(self._m, self._actor, sequence)
 
     def __len__(self) -> int:
         self.flush()

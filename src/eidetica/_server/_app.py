@@ -27,7 +27,8 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import EideticaError, InvalidInput, NotFound, Unauthorized
+from ..errors import EideticaError, InvalidInput, NotFound, ReadOnly, Unauthorized
+from .._asof import PastViews
 from .._audit import acting
 from .._context import CONTEXT_TOKENS
 from ..memory import Memory
@@ -321,8 +322,12 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     app.state.authenticate = authenticate
     app.state.tenant_view = tenant_view
 
+    pasts = PastViews()
+
     async def mem(request: Request) -> Memory:
-        return tenant_view(authenticate(request))
+        m = tenant_view(authenticate(request))
+        at = request.query_params.get("as_of")  # a read as of a past moment: a read-only view (writes: ReadOnly)
+        return m if at is None else await asyncio.to_thread(pasts.get, m, at)
 
     M = Depends(mem)
 
@@ -397,6 +402,8 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         """
         try:
             tenant = authenticate(Request(scope))
+            if b"as_of=" in scope.get("query_string", b""):
+                raise ReadOnly("the store as of a past moment")
             chunks = []
             more = True
             while more:
@@ -528,6 +535,12 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         """Retract every fact the session's messages wrote (since ``since``); reverting twice changes nothing."""
         with asking(request):
             return _wrote(m, m.revert(user=user, session_id=session_id, since=body.since, messages=body.messages))
+
+    @app.delete("/v1/users/{user}/sessions/{session_id}/messages/{sequence}", tags=["sessions"])
+    def forget_message(user: str, session_id: str, sequence: int, request: Request, m: Memory = M) -> Response:
+        """Forget one message and what was derived from it alone (facts, its part of the summary)."""
+        with asking(request):
+            return _wrote(m, m.session(session_id, user=user).forget_message(sequence))
 
     @app.get(U + "/memories/{fact_id}/history", tags=["memories"])
     def fact_history(user: str, fact_id: str, m: Memory = M) -> Response:

@@ -547,6 +547,17 @@ class FactCurator(StreamOwner):
                 raise NotFound("fact", fact_id)
             self._commit([(FactDeleted(fact_id=fact_id, request=request_id, by=by), None)])
 
+    def sourced_from(self, sources: Sequence[Sequence[Any]]) -> dict[str, list[tuple[str, int]]]:
+        """The live (active or superseded) facts with a source among ``sources`` (session, sequence), with all their sources."""
+        want = {(str(s), int(q)) for s, q in sources}
+        with self._lock:
+            out = {}
+            for f in self.facts.values():
+                pairs = [(x.get("session_id"), x.get("sequence")) for x in f.sources]
+                if f.status in ("active", "superseded") and want.intersection(pairs):
+                    out[f.fact_id] = pairs
+            return out
+
     def retract_sourced(self, sources: Sequence[Sequence[Any]], reason: str, session_id: str = "", request_id: str = "",
                         by: str = "") -> list[str]:
         """Retract (``FactDeleted`` with ``reason``) every live fact whose every source message is one of ``sources``.
@@ -556,11 +567,20 @@ class FactCurator(StreamOwner):
         (none on a second call: it is idempotent).
         """
         gone_from = {(str(s), int(q)) for s, q in sources}
+        return self._retract(lambda f: bool(f.sources) and all((x.get("session_id"), x.get("sequence")) in gone_from
+                                                                for x in f.sources), reason, session_id, request_id, by)
+
+    def retract(self, fact_ids: Sequence[str], reason: str, request_id: str = "", by: str = "") -> list[str]:
+        """Retract these facts (those still live) with ``reason``; returns those retracted."""
+        ids = set(fact_ids)
+        return self._retract(lambda f: f.fact_id in ids, reason, "", request_id, by)
+
+    def _retract(self, pick: Callable[[_FactState], bool], reason: str, session_id: str, request_id: str,
+                 by: str) -> list[str]:
         now = self.clock()
 
         def build() -> list[NewEvent]:  # decided on the fold: a refold after a race decides again
-            hit = [f.fact_id for f in self.facts.values() if f.status in ("active", "superseded") and f.sources
-                   and all((x.get("session_id"), x.get("sequence")) in gone_from for x in f.sources)]
+            hit = [f.fact_id for f in self.facts.values() if f.status in ("active", "superseded") and pick(f)]
             return [NewEvent.of(FactDeleted(fact_id=i, reason=reason, session_id=session_id, request=request_id, by=by),
                                 tenant=self.tenant, time=now) for i in hit]
 

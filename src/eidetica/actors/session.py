@@ -346,11 +346,15 @@ class SessionActor(StreamOwner):
 
     def retract_last(self) -> Message | None:
         """Take back the last message (a ``MessageRetracted`` event); returns it, None when there is none."""
+        return self.retract()
+
+    def retract(self, sequence: int | None = None) -> Message | None:
+        """Take back the message at ``sequence`` (the last one when None); returns it, None when there is none."""
         with self._lock:
             taken: list[Message] = []
 
             def build() -> list[NewEvent]:
-                taken[:] = self.messages[-1:]
+                taken[:] = self.messages[-1:] if sequence is None else [m for m in self.messages if m.sequence == sequence]
                 if not taken:
                     return []
                 eid = self.message_eids.get(taken[0].sequence)

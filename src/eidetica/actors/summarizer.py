@@ -64,24 +64,40 @@ class Summarizer:
         old = pending[:-keep] if len(pending) > keep else []
         if not old or (not force and not session.needs_summary()):
             return SummaryResult(committed=False, epoch=epoch, upto_sequence=upto)
+        return self._commit(session, epoch, old, previous or "")
+
+    def rewrite(self, session: SessionActor) -> SummaryResult:
+        """Summarise again, from nothing, the session's messages the latest summary covered (some were forgotten).
+
+        The commit says ``rewritten``: ``compact`` then redacts every earlier summary of the
+        session, which may still quote the forgotten messages. None left: an empty summary.
+        """
+        epoch, previous, upto = session.summary()
+        if previous is None:
+            return SummaryResult(committed=False, epoch=epoch, upto_sequence=upto)
+        return self._commit(session, epoch, [m for m in session.history() if m.sequence <= upto], "", upto)
+
+    def _commit(self, session: SessionActor, epoch: int, old: list, previous: str, upto: int | None = None) -> SummaryResult:
+        """Summarise ``old`` (extending ``previous``) and commit it as epoch ``epoch + 1``; stale when another won."""
         target = max(16, int(self.config.summary_target * self.config.token_budget))
         text = self.llm.summarize(
-            [(m.role, m.content) for m in old], target_tokens=target, previous_summary=previous or ""
-        )
-        new_upto = old[-1].sequence
+            [(m.role, m.content) for m in old], target_tokens=target, previous_summary=previous
+        ) if old else ""
+        new_upto = old[-1].sequence if upto is None else upto
         sources = [dict(m.metadata, sequence=m.sequence) for m in old]
         commit = SummaryCommitted(
-            session_id=session.session_id, epoch=epoch + 1, text=text, upto_sequence=new_upto, sources=sources
+            session_id=session.session_id, epoch=epoch + 1, text=text, upto_sequence=new_upto, sources=sources,
+            rewritten=upto is not None,
         )
-        chunks = chunk_text(text, self.config.chunk_chars, self.config.chunk_overlap) or [text]
-        vectors = self.embedder.embed(chunks)
+        chunks = (chunk_text(text, self.config.chunk_chars, self.config.chunk_overlap) or [text]) if text else []
+        vectors = vectors_to_bytes(self.embedder.embed(chunks)) if chunks else b""  # none: the old summary's rows just go
         source_id = f"summary:{session.tenant}:{session.session_id}"
         eid = uuid.uuid4()
         embedded = ChunksEmbedded(
             model_id=self.embedder.model_id,
             dim=self.embedder.dim,
             chunk_ids=[f"{source_id}:{k}" for k in range(len(chunks))],
-            vectors=vectors_to_bytes(vectors),
+            vectors=vectors,
             texts=chunks,
             source_id=source_id,
             kind="summary",

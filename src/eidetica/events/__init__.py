@@ -15,13 +15,15 @@ ChunksEmbedded         session:... (messages)      actors.SessionActor          
                        facts:<tenant>:<user>       actors.FactCurator
                        notes:<tenant>:<user>       actors.NotesActor
                        items:<tenant>:<user>       actors.ItemsActor
-SummaryCommitted       summary:<tenant>:<sid>      actors.Summarizer             SessionActor (rolling summary), state
+SummaryCommitted       summary:<tenant>:<sid>      actors.Summarizer             SessionActor (rolling summary), state,
+                                                                                 compaction (``rewritten``: earlier ones go)
 FactAsserted           facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, compaction
 FactReinforced         facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (confidence), compaction
 FactDecayed            facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (confidence), compaction
 FactSuperseded         facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (rows go), compaction
 FactPruned             facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (rows go), compaction
 FactDeleted            facts:<tenant>:<user>       actors.FactCurator            FactCurator, state, index (rows go), compaction
+                       (forget; revert and erasure's retractions: ``reason``)
 ExtractionCompleted    facts:<tenant>:<user>       actors.FactCurator            FactCurator (which messages are done)
 NoteStored             notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, compaction
 NoteUpdated            notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, compaction (old text goes)
@@ -32,6 +34,7 @@ ScheduleDeleted        schedules:<tenant>:<user>   actors.SchedulesActor        
 ScheduleRun            schedules:<tenant>:<user>   actors.SchedulesActor         SchedulesActor, state
 SessionForgotten       session:<tenant>:<sid>      actors.SessionActor           SessionActor, state, index (rows go), compaction
 MessageRetracted       session:<tenant>:<sid>      actors.SessionActor           SessionActor, state, index (rows go), compaction
+                       (``pop``, ``forget_message``)
 ItemPut                items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (replaces rows), compaction
 ItemTouched            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state (times, TTL), compaction
 ItemDeleted            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (rows go), compaction

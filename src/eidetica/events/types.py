@@ -116,6 +116,7 @@ class SummaryCommitted(Event, frozen=True):
     text: str
     upto_sequence: int
     sources: list[dict[str, Any]] = []
+    rewritten: bool = False  # written again without forgotten messages: ``compact`` redacts the session's earlier summaries
 
 
 class FactAsserted(Event, frozen=True):
