@@ -665,7 +665,8 @@ def test_a_search_looks_up_participant_names_once(tmp_path, clock, monkeypatch) 
             assert len(walks) == n, kw
             assert hits
         # both uses still see the names: stripped from the query and boosting Ana
-        boosted = m.search(q, user="ada", min_score=0.0, names=True, speaker_weight=0.5)
+        boosted = m.search(q, user="ada", min_score=0.0, names=True, speaker_weight=0.5,
+                           kinds=("message", "summary"))  # Ben's turn is also a fact now
         assert boosted[0].text == "Ana: I paint portraits"
     finally:
         m.close()
