@@ -16,7 +16,7 @@ from .actors._text import check_id
 from .errors import InvalidInput, NotFound
 from .memory import Memory
 
-__all__ = ["FACT_STATUSES", "fact", "facts", "health", "page_args", "session", "sessions", "users"]
+__all__ = ["FACT_STATUSES", "audit", "fact", "facts", "health", "page_args", "session", "sessions", "users"]
 
 FACT_STATUSES = ("active", "superseded", "pruned", "deleted")
 MAX_PAGE = 500
@@ -86,6 +86,21 @@ def fact(m: Memory, user: str, fact_id: str) -> dict[str, Any]:
         sources.append({"source": src, "message": message})
     superseded_by = m.state.fact(m.tenant, info.superseded_by) if info.superseded_by else None
     return {"user": user, "fact": info, "history": history, "sources": sources, "superseded_by": superseded_by}
+
+
+def audit(m: Memory, user: str, fact_id: str) -> dict[str, Any]:
+    """One fact's audit trail as ``m.explain`` tells it from the log (events oldest first, each with its
+    source messages, the extractor, who deleted it and why), beside its current record. It reads the
+    user's whole facts stream, so it is its own page: the fact page answers from memory."""
+    check_id("user", user)
+    m._sync()
+    info = m.state.fact(m.tenant, fact_id) if isinstance(fact_id, str) else None
+    if info is None or info.user_id != user:
+        raise NotFound("fact", fact_id)
+    life = m.explain(fact_id, user=user)
+    superseded_by = m.state.fact(m.tenant, info.superseded_by) if info.superseded_by else None
+    return {"user": user, "fact": info, "life": life, "history": life["history"], "sources": life["sources"],
+            "superseded_by": superseded_by}
 
 
 def sessions(m: Memory, user: str, *, offset: int = 0, limit: int = 50) -> dict[str, Any]:
