@@ -162,7 +162,7 @@ def mount_ui(app: FastAPI, memory: Memory, is_loopback: Callable[[str], bool]) -
     @app.get("/ui/users/{user}/facts/{fact_id}/audit", include_in_schema=False)
     def audit_page(request: Request, user: str, fact_id: str) -> Response:
         """A fact's audit trail from the log (``m.explain``): who, when, why, from which messages."""
-        return page(lambda m, request: ("audit.html", _inspect.audit(m, user, fact_id)))(request)
+        return page(lambda m, request: ("fact.html", _inspect.audit(m, user, fact_id)))(request)
 
     @app.get("/ui/users/{user}/sessions", include_in_schema=False)
     def sessions_page(request: Request, user: str) -> Response:
