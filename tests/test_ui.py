@@ -111,6 +111,10 @@ def test_log_in_with_a_key_see_users_facts_and_a_facts_history(served, browser) 
         assert page.locator("h1").inner_text() == "Alice is vegetarian"
         history = page.locator("table.history tbody tr td:nth-child(2)").all_inner_texts()
         assert history == ["FactAsserted", "FactReinforced"]
+        page.click("a.audit")  # the audit trail: m.explain's account, read from the log
+        page.wait_for_url(re.compile(r".*/audit$"))
+        assert page.locator("table.history tbody tr td:nth-child(2)").all_inner_texts() == ["asserted", "reinforced"]
+        assert "remember" in page.locator("dl.fields").inner_text()  # the extractor
 
         # an extracted fact shows the message it came from, which links to its session
         page.goto(f"{server.url}/ui/users/alice")
@@ -297,7 +301,9 @@ def test_a_user_with_10000_facts_and_1000_sessions_renders_paged(tmp_path, brows
     with eidetica.open(store, embedder=HashEmbedder(dim=64), config=config, fsync="never") as m:
         for b in range(0, 10_000, 1_000):  # distinct random words: no fact reinforces another
             m.remember_many([(" ".join(rng.sample(words, 8)), f"cat{i % 7}") for i in range(b, b + 1_000)], user="big")
-        assert len(m.list_memories(user="big", limit=10_000)) == 10_000
+        listed = m.list_memories(user="big", limit=10_000)
+        assert len(listed) == 10_000
+        some_fact = listed[5_000].id
         for i in range(1_000):
             m.session(f"s{i:04d}", user="big").append("user", f"session {i} says hello about topic {i % 31}")
     built = time.perf_counter() - t0
@@ -308,12 +314,16 @@ def test_a_user_with_10000_facts_and_1000_sessions_renders_paged(tmp_path, brows
         page = ctx.new_page()
         for name, path in [("users", "/ui"), ("facts", "/ui/users/big"), ("facts, last page", "/ui/users/big?offset=9950"),
                            ("facts, status filter", "/ui/users/big?status=active&category=cat3"),
-                           ("sessions", "/ui/users/big/sessions"), ("session", "/ui/users/big/sessions/s0500")]:
+                           ("sessions", "/ui/users/big/sessions"), ("session", "/ui/users/big/sessions/s0500"),
+                           ("a fact", f"/ui/users/big/facts/{some_fact}"),
+                           ("a fact's audit trail (m.explain: the user's facts stream)", f"/ui/users/big/facts/{some_fact}/audit")]:
             page.goto(server.url + path)  # a first visit warms the process up
             t = time.perf_counter()
             page.goto(server.url + path)
             page.wait_for_load_state("load")
             timings[name] = round((time.perf_counter() - t) * 1000, 1)
+        assert page.locator("table.history tbody tr td:nth-child(2)").all_inner_texts() == ["asserted"]  # the audit page
+        page.goto(server.url + "/ui/users/big/sessions/s0500")
         assert page.locator(".read .msg .content").all_inner_texts() == ["session 500 says hello about topic 4"]
         page.goto(server.url + "/ui/users/big")
         assert page.locator("a.fact").count() == 50

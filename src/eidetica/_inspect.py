@@ -16,7 +16,7 @@ from .actors._text import check_id
 from .errors import InvalidInput, NotFound
 from .memory import Memory
 
-__all__ = ["FACT_STATUSES", "fact", "facts", "health", "page_args", "session", "sessions", "users"]
+__all__ = ["FACT_STATUSES", "audit", "fact", "facts", "health", "page_args", "session", "sessions", "users"]
 
 FACT_STATUSES = ("active", "superseded", "pruned", "deleted")
 MAX_PAGE = 500
@@ -65,27 +65,49 @@ def facts(m: Memory, user: str, *, status: str | None = None, category: str | No
 
 
 def fact(m: Memory, user: str, fact_id: str) -> dict[str, Any]:
-    """One fact of ``user`` (any status) with its history (events, oldest first) and its source messages."""
+    """One fact of ``user`` (any status) with its history (events, oldest first) and its source
+    messages, from memory (the audit trail, ``audit``, reads the log); shaped as ``m.explain``'s."""
+    info = _owned_fact(m, user, fact_id)
+    history = [{"time": t, "event": kind, **detail} for t, kind, detail in m.state.fact_history(m.tenant, fact_id)]
+    by_session: dict[str, dict[int, Any]] = {}
+    sources = []
+    for src in info.sources:
+        sid, seq = src.get("session_id"), src.get("sequence")
+        if not isinstance(sid, str) or not isinstance(seq, int):
+            continue
+        if sid not in by_session:  # one log read per source session, not per source
+            owner = m.state.session(m.tenant, sid)
+            by_session[sid] = ({x.sequence: x for x in m.state.messages(m.tenant, sid)}
+                               if owner is not None and owner.user_id == user else {})
+        msg = by_session[sid].get(seq)
+        sources.append({"session_id": sid, "sequence": seq, "role": msg.role if msg else None,
+                        "text": msg.content if msg else None, "time": msg.time if msg else None})
+    return {"user": user, "fact": info, "life": None, "history": history, "sources": sources,
+            "superseded_by": _superseded_by(m, info)}
+
+
+def _owned_fact(m: Memory, user: str, fact_id: str) -> Any:
+    """The fact's record, if it is ``user``'s in this tenant; else ``NotFound``."""
     check_id("user", user)
     m._sync()
     info = m.state.fact(m.tenant, fact_id) if isinstance(fact_id, str) else None
     if info is None or info.user_id != user:
         raise NotFound("fact", fact_id)
-    history = [{"time": t, "event": kind, "detail": detail} for t, kind, detail in m.state.fact_history(m.tenant, fact_id)]
-    by_session: dict[str, dict[int, Any]] = {}
-    sources = []
-    for src in info.sources:
-        sid, seq = src.get("session_id"), src.get("sequence")
-        message = None
-        if isinstance(sid, str) and isinstance(seq, int):
-            if sid not in by_session:  # one log read per source session, not per source
-                owner = m.state.session(m.tenant, sid)
-                by_session[sid] = ({x.sequence: x for x in m.state.messages(m.tenant, sid)}
-                                   if owner is not None and owner.user_id == user else {})
-            message = by_session[sid].get(seq)
-        sources.append({"source": src, "message": message})
-    superseded_by = m.state.fact(m.tenant, info.superseded_by) if info.superseded_by else None
-    return {"user": user, "fact": info, "history": history, "sources": sources, "superseded_by": superseded_by}
+    return info
+
+
+def _superseded_by(m: Memory, info: Any) -> Any:
+    return m.state.fact(m.tenant, info.superseded_by) if info.superseded_by else None
+
+
+def audit(m: Memory, user: str, fact_id: str) -> dict[str, Any]:
+    """One fact's audit trail as ``m.explain`` tells it from the log (events oldest first, each with its
+    source messages, the extractor, who deleted it and why), beside its current record. It reads the
+    user's whole facts stream, so it is its own page: the fact page answers from memory."""
+    info = _owned_fact(m, user, fact_id)
+    life = m.explain(fact_id, user=user)
+    return {"user": user, "fact": info, "life": life, "history": life["history"], "sources": life["sources"],
+            "superseded_by": _superseded_by(m, info)}
 
 
 def sessions(m: Memory, user: str, *, offset: int = 0, limit: int = 50) -> dict[str, Any]:

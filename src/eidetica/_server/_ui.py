@@ -38,6 +38,11 @@ SEARCH_KINDS = ("message", "summary", "fact", "note")
 
 
 def _when(t: Any) -> str:
+    if isinstance(t, str):  # the audit's ISO times
+        try:
+            t = dt.datetime.fromisoformat(t)
+        except ValueError:
+            return t
     return t.strftime("%Y-%m-%d %H:%M:%S") if isinstance(t, dt.datetime) else ("" if t is None else str(t))
 
 
@@ -153,6 +158,11 @@ def mount_ui(app: FastAPI, memory: Memory, is_loopback: Callable[[str], bool]) -
     def fact_page(request: Request, user: str, fact_id: str) -> Response:
         """One fact: its fields, history and source messages."""
         return page(lambda m, request: ("fact.html", _inspect.fact(m, user, fact_id)))(request)
+
+    @app.get("/ui/users/{user}/facts/{fact_id}/audit", include_in_schema=False)
+    def audit_page(request: Request, user: str, fact_id: str) -> Response:
+        """A fact's audit trail from the log (``m.explain``): who, when, why, from which messages."""
+        return page(lambda m, request: ("fact.html", _inspect.audit(m, user, fact_id)))(request)
 
     @app.get("/ui/users/{user}/sessions", include_in_schema=False)
     def sessions_page(request: Request, user: str) -> Response:
