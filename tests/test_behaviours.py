@@ -110,7 +110,7 @@ def _seed(m) -> None:
 def _seen(m) -> dict:
     return {
         "sessions": [x.session_id for x in m.list_sessions()],
-        "search": sorted(h.session_id for h in m.search("heron pond", user="ada", min_score=0.0)),
+        "search": sorted(h.session_id for h in m.search("heron pond", user="ada", min_score=0.0, kinds=["message", "summary"])),
         "history": [x.content for x in m.session("chat", user="ada").history()],
         "facts": [h.text for h in m.list_memories(user="ada")],
         "facts_state": [f.content for f in m.state.facts(m.tenant, "ada")],
