@@ -95,8 +95,7 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> 
     )
     hits = m._search_hits(query, top_k=CANDIDATES, user=user, kinds=["fact", "note", "message", "summary"],
                           names=True, min_score=FACT_MIN_SCORE, **default_options())
-    shown = {f.fact_id for f in profile_facts}
-    facts = [h for h in hits if h.kind == "fact" and h.id not in shown][:max_facts]
+    facts = [h for h in hits if h.kind == "fact"]
     notes = [h for h in hits if h.kind == "note"][: max(3, max_facts // 2)]
     said = [h for h in hits if h.kind in ("message", "summary") and h.score >= MIN_SCORE]
     sections: dict[str, list[dict[str, Any]]] = {
@@ -111,6 +110,9 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> 
     for kind, items in sections.items():
         cap = int(max_tokens * PROFILE_SHARE) if kind == "profile" else max_tokens
         spent = count_tokens(TITLES[kind]) + 1
+        if kind == "facts":  # a fact the profile shows is not repeated; one the profile had no room for is
+            shown = {i["id"] for i in kept["profile"]}
+            items = [i for i in items if i["id"] not in shown][:max_facts]
         for item in items:
             t = count_tokens(_line(kind, item))
             if used + spent + t > max_tokens or (kind == "profile" and spent + t > cap):

@@ -14,6 +14,7 @@ from .actors._text import check_id
 from .errors import InvalidInput
 from .events.streams import parse_stream
 from .projections import ItemInfo
+from .projections._ranking import SEARCH_DEFAULTS
 
 __all__ = ["Items", "ItemInfo", "check_namespace", "check_filter", "matches"]
 
@@ -243,8 +244,10 @@ class Items:
 
         k = min(_MAX_SCAN, max(20, 2 * want))
         while True:
+            # search's fusion and calibration (not its conversation smoothing: an item has no neighbours)
             hits = self._m._search(query, top_k=k, user=None, kinds=["item"], session_id=session_id, min_score=None,
-                                   names=False, candidates=k)
+                                   names=False, candidates=k, fusion=SEARCH_DEFAULTS.fusion,
+                                   vector_weight=SEARCH_DEFAULTS.vector_weight)
             scored: dict[str, tuple[ItemInfo, float]] = {}
             for h in hits:
                 if h.source_id not in scored:

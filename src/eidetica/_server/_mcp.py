@@ -70,7 +70,7 @@ def build_mcp(memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> MCPSe
     @server.tool()
     async def search_memory(query: str, user: str, ctx: Context, top_k: int = 10,
                             exclude_session: Optional[str] = None) -> str:
-        """Search everything the user said in past conversations (messages and summaries).
+        """Search everything kept about the user: past conversations (messages and summaries), facts and notes.
 
         Use it for "what did I tell you about ...?" questions. `exclude_session` leaves out the
         current conversation. Lines are "[Kind | score | time]  text  (id: ...)".
