@@ -15,6 +15,7 @@ Ray fleet, or an embedded / Ray handle) and so read this client's writes there.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import socket
 import threading
 import time
@@ -28,7 +29,7 @@ import msgspec
 
 from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
-from .errors import InvalidInput
+from .errors import InvalidInput, NotFound
 from .projections._state import ItemInfo, SessionInfo
 from ._wire import WRITTEN_HEADER, error_from_body
 
@@ -274,6 +275,9 @@ class RemoteMemory:
     def search(self, query: str, *, user: str, recency_half_life: dt.timedelta | None = None, **options: Any) -> list[Hit]:
         """Search a user's conversations across sessions (the options of ``Memory.search``, ``min_offset`` included)."""
         body = dict(options, query=query, user=user)
+        bad = next((k for k, v in body.items() if isinstance(v, float) and not math.isfinite(v)), None)
+        if bad is not None:  # JSON has no NaN: it would travel as null (no threshold) and change the answer
+            raise InvalidInput(bad, "must be a finite number", body[bad])
         if "min_offset" in body:
             body["min_offset"] = _floor(body["min_offset"])
         if recency_half_life is not None:
@@ -381,7 +385,7 @@ class RemoteSession:
         """Messages for the LLM: system prompt, rolling summary, then recent turns within the budget."""
         self.flush()
         params = {"strategy": strategy or self.strategy, "window": window, "token_budget": token_budget}
-        msgs = _MESSAGES.decode(self._m._send("GET", self._path + "/read", params=params).content)
+        msgs = self._messages("/read", params)
         if self.system_prompt:
             now = dt.datetime.now(dt.timezone.utc)
             msgs = [Message(role="system", content=self.system_prompt, time=now, sequence=-1)] + msgs
@@ -394,11 +398,25 @@ class RemoteSession:
     def history(self, limit: int | None = None) -> list[Message]:
         """Stored messages, oldest first (the last ``limit``)."""
         self.flush()
-        return _MESSAGES.decode(self._m._send("GET", self._path + "/messages", params={"limit": limit}).content)
+        return self._messages("/messages", {"limit": limit})
+
+    def _messages(self, route: str, params: dict[str, Any]) -> list[Message]:
+        """A session's messages from ``route``; none for a session not created yet (the server answers 404)."""
+        try:
+            return _MESSAGES.decode(self._m._send("GET", self._path + route, params=params).content)
+        except NotFound as e:
+            if e.what != "session":
+                raise
+            return []  # as a handle on a new embedded session: nothing yet
 
     def summary(self) -> str | None:
         """The latest rolling summary's text, if any."""
-        return self._m._call("GET", self._path + "/summary")["summary"]
+        try:
+            return self._m._call("GET", self._path + "/summary")["summary"]
+        except NotFound as e:
+            if e.what != "session":
+                raise
+            return None
 
     def summarize(self, *, force: bool = True) -> bool:
         """Roll old turns into the summary now; True when a summary was committed."""
@@ -407,7 +425,7 @@ class RemoteSession:
     def restore(self, token_budget: int | None = None) -> list[Message]:
         """Resume: the last messages that fit ``token_budget``."""
         self.flush()
-        return _MESSAGES.decode(self._m._send("GET", self._path + "/restore", params={"token_budget": token_budget}).content)
+        return self._messages("/restore", {"token_budget": token_budget})
 
     def forget(self) -> None:
         """Forget this session."""

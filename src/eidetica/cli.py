@@ -374,17 +374,20 @@ def serve(
     port: int = typer.Option(8765, "--port", min=0, max=65535),
     runtime: str = typer.Option("local", "--runtime", help="local | ray"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray address (with --runtime ray)"),
+    max_import_mb: int = typer.Option(512, "--max-import-mb", min=1, help="largest POST /v1/import body (MiB)"),
     path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
 ) -> None:
     """Serve the store over HTTP (JSON API, /docs, /mcp); clients use eidetica.connect(url, api_key=...)."""
     from . import memory
-    from ._server import KeyStore, check_bind
+    from ._server import KeyStore, bind, check_bind
     from ._server import serve as run_server
 
-    check_bind(host, KeyStore(path))  # before open: a refused bind must not create the store
+    # both before open: a refused address or a busy port must not create (or lock) the store
+    check_bind(host, KeyStore(path))
+    sock = bind(host, port)
     kw = {"address": address} if runtime == "ray" and address else {}
-    with memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime=runtime, **kw) as m:
-        run_server(m, host=host, port=port)
+    with sock, memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime=runtime, **kw) as m:
+        run_server(m, host=host, port=port, sock=sock, max_import_bytes=max_import_mb * 1024 * 1024)
 
 
 @app.command()

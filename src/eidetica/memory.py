@@ -39,7 +39,8 @@ from .events import (
 from ._pending import WRITE_ERROR_MODES, PendingWrites
 from .events.streams import meta_stream, parse_stream
 from .projections import LocalViews, SearchHit
-from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SearchOptions
+from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SearchOptions, check_min_score
+from .projections._rows import check_kinds
 from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
@@ -513,6 +514,8 @@ class Memory:
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
         SearchOptions.check(**options)  # validated before any work: bad input changes nothing
+        check_kinds(kinds)
+        check_min_score(min_score)
         self._sync()
         # the views plan the query (names, dates) and embed it: on Ray, one call to one replica
         kw = dict(
