@@ -599,3 +599,59 @@ def test_serve_on_a_busy_port_fails_before_saying_it_serves(small_import, tmp_pa
     assert out.returncode == 1, out.stderr
     assert "serving" not in out.stderr and "already in use" in out.stderr and "--port" in out.stderr
     assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.slow
+def test_stats_of_a_tenant_key_show_that_tenant_only(server, tmp_path) -> None:
+    """#36 item 5: with keys, /v1/stats counts the key's tenant; store-wide figures stay the operator's."""
+    ks = KeyStore(server.store)
+    a = eidetica.connect(server.url, api_key=ks.create(f"st-a-{uuid.uuid4().hex[:8]}")[1])
+    b = eidetica.connect(server.url, api_key=ks.create(f"st-b-{uuid.uuid4().hex[:8]}")[1])
+    a.session("s", user="u").append("user", "a message only tenant a wrote")
+    a.remember("u likes tea", user="u")
+    sa, sb = a.stats(), b.stats()
+    assert sa["events"] == a.export(tmp_path / "a.jsonl") > 0 and sa["sessions"] == 1 and sa["streams"] >= 2
+    assert (sb["events"], sb["streams"], sb["sessions"], sb["tenant"]) == (0, 0, 0, b.tenant)
+    for hidden in ("log_bytes", "index", "lag", "snapshot", "summaries_committed", "extraction_failures"):
+        assert hidden not in sa and hidden not in sb
+    a.close()
+    b.close()
+
+
+@pytest.mark.slow
+def test_docs_page_is_served_from_packaged_assets_and_renders_offline(server) -> None:
+    """#36 item 7: /docs references only this server's URLs, which serve the packaged Swagger UI; a browser that
+    may reach nothing but the server renders every route."""
+    import re
+
+    html = httpx.get(server.url + "/docs").text
+    urls = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html) + re.findall(r"""url: ?['"]([^'"]+)['"]""", html)
+    assert urls and all(u.startswith("/") and not u.startswith("//") for u in urls), urls
+    assert "http://" not in html and "https://" not in html and "validatorUrl" in html
+    for u in urls:
+        r = httpx.get(server.url + u)
+        assert r.status_code == 200 and len(r.content) > 0, u
+    assert httpx.get(server.url + "/docs/assets/swagger-ui-bundle.js").headers["content-type"].startswith(
+        ("text/javascript", "application/javascript"))
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip("no /usr/bin/chromium (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    elsewhere: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
+        page = browser.new_page()
+
+        def only_local(route) -> None:
+            if route.request.url.startswith(server.url):
+                route.continue_()
+            else:
+                elsewhere.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", only_local)
+        page.goto(server.url + "/docs")
+        page.wait_for_selector(".opblock-summary-path", timeout=60_000)
+        paths = page.locator(".opblock-summary-path").all_inner_texts()
+        browser.close()
+    assert elsewhere == [] and any("/v1/search" in x for x in paths), (elsewhere, paths[:5])

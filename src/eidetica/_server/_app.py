@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import EideticaError, InvalidInput, NotFound, Unauthorized
+from ..events.streams import parse_stream
 from ..memory import Memory
 from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
 from ._keys import KeyStore
@@ -277,7 +278,9 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         version="0.1.0",
         description="Long-term memory for LLM agents. Every request acts in its API key's tenant.",
         redirect_slashes=False,  # a trailing slash is a 404 naming the route, not a redirect a client may not follow
+        docs_url=None,  # /docs below, from packaged assets: FastAPI's loads Swagger UI from a CDN (blank offline)
     )
+    _docs_routes(app)
     views: dict[str, Memory] = {memory.tenant: memory}
     views_lock = threading.Lock()
     loopback = is_loopback(host)
@@ -616,7 +619,9 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
 
     @app.get("/v1/stats", tags=["maintenance"])
     def stats(m: Memory = M) -> Response:
-        """Counts and sizes of the store, seen from this tenant."""
+        """This tenant's counts (events, streams, sessions, facts); the whole store's only without keys (loopback)."""
+        if keys is not None and keys.active():
+            return _json(_tenant_stats(m))
         return _json(m.stats())
 
     @app.post("/v1/clear", tags=["maintenance"])
@@ -661,6 +666,41 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
 
     _item_routes(app, M)
     return app
+
+
+def _docs_routes(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from the package's own copy (``data/swagger-ui``), no request leaves the server."""
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    assets = files("eidetica") / "data" / "swagger-ui"
+    app.mount("/docs/assets", StaticFiles(directory=str(assets)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> Response:
+        """The API's interactive documentation."""
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json", title="eidetica API", swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css", swagger_favicon_url="/docs/assets/favicon-32x32.png",
+            swagger_ui_parameters={"validatorUrl": None},  # else the page asks validator.swagger.io about the spec
+        )
+
+
+_TENANT_STATS = ("tenant", "sessions", "facts", "embedder")  # of Memory.stats(): the figures that are the tenant's own
+
+
+def _tenant_stats(m: Memory) -> dict[str, Any]:
+    """What a tenant's key may see of ``stats``: its own events and streams, sessions and facts.
+
+    The store-wide figures (every tenant's events, log bytes, index rows, lag, snapshots,
+    process counters) are the operator's: they tell one tenant how much the others write.
+    """
+    full = m.stats()
+    streams = [s for s in m.log.streams() if parse_stream(s)[1] == m.tenant]  # type: ignore[attr-defined]
+    return {**{k: full[k] for k in _TENANT_STATS}, "events": sum(m.log.stream_version(s) + 1 for s in streams),
+            "streams": len(streams)}
 
 
 # -- items: the key-value store under framework adapters (LangGraph BaseStore) -------------------
