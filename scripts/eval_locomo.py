@@ -437,7 +437,7 @@ def retrieve(m: Any, conv: Conversation, question: str, mode: str, k: int, param
     """
     ask = k + 10  # a long turn may come back as several chunks
     if mode in ("bm25", "vector"):
-        hits = m.search(question, user=USER, top_k=ask, min_score=-1.0, kinds=["message"],
+        hits = m.search(question, user=USER, top_k=ask, min_score=0.0, kinds=["message"],
                         mode={"bm25": "text", "vector": "vector"}[mode])
         return hits_to_turns(hits)[:k]
     opts = params.options() if params is not None else {}

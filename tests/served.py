@@ -27,8 +27,10 @@ class Served:
     """One server process over a store directory."""
 
     def __init__(self, store: Path, *, clock_file: Path | None = None, port: int | None = None,
-                 cli: bool = False, host: str = "127.0.0.1", options: dict | None = None) -> None:
+                 cli: bool = False, host: str = "127.0.0.1", options: dict | None = None,
+                 args: tuple[str, ...] = ()) -> None:
         self.store = Path(store)
+        self.args = args  # more `eidetica serve` options (with cli=True)
         self.options = options  # eidetica.open()'s options in the server (e.g. runtime="ray", address=...)
         self.clock_file = clock_file
         self.port = port or free_port()
@@ -43,7 +45,7 @@ class Served:
         env = dict(os.environ, EIDETICA_MODEL="hash-64")
         if self.cli:
             cmd = [str(Path(sys.executable).with_name("eidetica")), "serve", "--path", str(self.store),
-                   "--host", self.host, "--port", str(self.port)]
+                   "--host", self.host, "--port", str(self.port), *self.args]
         else:
             cmd = [sys.executable, str(CHILD), str(self.store), str(self.port), str(self.clock_file or "")]
             if self.options:

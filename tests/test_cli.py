@@ -263,3 +263,41 @@ def test_keys_follow_the_store_named_by_path_or_environment(tmp_path, monkeypatc
     assert run("keys", "create", "--tenant", "acme", "--path", str(fresh)).returncode == 1
     assert run("keys", "create", "--tenant", "acme", "--init", "--path", str(fresh)).returncode == 0
     assert "acme" in run("keys", "list", "--path", str(fresh)).stdout
+
+
+# -- #36 item 7: reading beside a running server ------------------------------------------------
+@pytest.mark.slow
+def test_read_commands_and_open_read_only_beside_a_running_server(tmp_path) -> None:
+    import eidetica
+    from eidetica.errors import InvalidInput
+    from eidetica.providers import HashEmbedder
+    from tests.served import Served
+
+    store = tmp_path / "store"
+    server = Served(store).start()
+    try:
+        m = eidetica.connect(server.url)
+        m.session("trip", user="ada").append("user", "I moved to Lisbon in spring")
+        fid = m.remember("Ada lives in Lisbon", user="ada")
+        locked = run("stats", store=store)
+        assert locked.returncode == 1 and "--read-only" in locked.stderr.replace("\n", "")
+        out = run("stats", "--read-only", "--json", store=store)
+        assert out.returncode == 0, out.stderr
+        st = json.loads(out.stdout)
+        assert st["sessions"] == 1 and st["events"] == m.stats()["events"]
+        assert "trip" in run("sessions", "--read-only", store=store).stdout
+        assert "Lisbon" in run("history", "trip", "--read-only", store=store).stdout
+        hits = json.loads(run("recall", "where does Ada live", "--user", "ada", "--read-only", "--json", store=store).stdout)
+        assert fid in [h["id"] for h in hits]
+        with eidetica.open(store, embedder=HashEmbedder(dim=64), read_only=True) as ro:
+            assert ro.read_only and [s.session_id for s in ro.list_sessions()] == ["trip"]
+            with pytest.raises(InvalidInput) as e:
+                ro.remember("a write through a reader", user="ada")
+            assert e.value.field == "log"
+        m.remember("the server still writes", user="ada")  # the reader took no lock
+        with pytest.raises(InvalidInput):
+            eidetica.open(tmp_path / "nothing-here", embedder=HashEmbedder(dim=64), read_only=True)
+        assert not (tmp_path / "nothing-here").exists()
+        m.close()
+    finally:
+        server.stop()

@@ -246,6 +246,25 @@ def test_import_rekeys_into_the_importing_tenant_and_counts_written_and_skipped(
         assert e.value.event_id == msg["event_id"] and m.log.head() == head
 
 
+def test_search_and_read_options_out_of_range_are_refused_naming_them(mem) -> None:
+    s = mem.session("s", user="ada")
+    s.append("user", "the lease ends in May")
+    head = log_head(mem)
+    for kw, field in (({"kinds": ["message", "memes"]}, "kinds"), ({"min_score": float("nan")}, "min_score"),
+                      ({"min_score": 5}, "min_score"), ({"min_score": -0.5}, "min_score")):
+        with pytest.raises(InvalidInput) as e:
+            mem.search("lease", user="ada", **kw)
+        assert e.value.field == field
+    for call in (lambda: s.read(token_budget=-1), lambda: s.restore(token_budget=-1), lambda: s.read(window=-2)):
+        with pytest.raises(InvalidInput) as e:
+            call()
+        assert e.value.field in ("token_budget", "window")
+    with pytest.raises(NotFound):  # forgetting a session that never was writes nothing
+        mem.session("nope", user="ada").forget()
+    assert mem.session("nope", user="ada").history() == []  # a handle on a new session: empty, as before
+    assert log_head(mem) == head
+
+
 def test_read_returns_the_last_n_within_budget(tmp_path, clock) -> None:
     cfg = MemoryConfig(window=4, token_budget=10_000)
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32), clock=clock, config=cfg) as m:
@@ -687,7 +706,7 @@ def test_embed_context_finds_a_reply_by_what_it_answers(tmp_path, clock, togethe
             else:
                 for r, c in turns:
                     s.append(r, c)
-            hits = m.search("van parking floor", user="u", mode="vector", min_score=-1.0, top_k=3, kinds=["message"])
+            hits = m.search("van parking floor", user="u", mode="vector", min_score=0.0, top_k=3, kinds=["message"])
             found[ec] = [h.text for h in hits]
             embedded = [r.decode() for r in m.log.read_stream(session_stream(m.tenant, "s"))]
         vecs = {e.texts[0]: np.frombuffer(e.vectors, dtype=np.float32) for e in embedded if hasattr(e, "vectors")}
@@ -723,7 +742,7 @@ def test_recency_option_prefers_newer_messages(mem, clock) -> None:
     mem.session("old", user="ada").append("user", "kyoto ryokan booking")
     clock.now = T0 + dt.timedelta(days=400)
     mem.session("new", user="ada").append("user", "kyoto ryokan booking for the april trip with friends")
-    kw = dict(user="ada", mode="vector", min_score=-1.0)
+    kw = dict(user="ada", mode="vector", min_score=0.0)
     assert [h.session_id for h in mem.search("kyoto ryokan booking", **kw)] == ["old", "new"]
     hits = mem.search("kyoto ryokan booking", **kw, recency_half_life=dt.timedelta(days=30), now=clock.now)
     assert [h.session_id for h in hits] == ["new", "old"]

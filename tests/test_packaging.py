@@ -29,8 +29,9 @@ def test_wheel_in_a_fresh_venv_demo_says_exactly_what_to_install_then_works(tmp_
     (wheel,) = dist.glob("eidetica-*.whl")
     import zipfile
 
-    shipped = set(zipfile.ZipFile(wheel).namelist())  # /ui's templates and stylesheet are package data
-    assert {"eidetica/_server/templates/base.html", "eidetica/_server/static/ui.css"} <= shipped
+    names = set(zipfile.ZipFile(wheel).namelist())  # /docs works offline: Swagger UI ships in the wheel
+    assert {f"eidetica/data/swagger-ui/{n}" for n in ("swagger-ui-bundle.js", "swagger-ui.css", "LICENSE")} <= names
+    assert {"eidetica/_server/templates/base.html", "eidetica/_server/static/ui.css"} <= names  # /ui's package data
     venv = tmp_path / "venv"
     assert _run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
     py, cli = venv / "bin" / "python", venv / "bin" / "eidetica"

@@ -530,3 +530,128 @@ def test_import_writes_into_the_key_tenant_and_counts_written_and_skipped(server
     for m in (a, b):
         m.close()
     http.close()
+
+
+# -- #36 items 6 and 7: inputs refused at the edge, operations -------------------------------------
+@pytest.fixture(scope="module")
+def small_import(tmp_path_factory):
+    """A server whose import limit is 1 MiB (bodies of other routes keep the 8 MiB limit)."""
+    s = Served(tmp_path_factory.mktemp("lim") / "store", cli=True, args=("--max-import-mb", "1")).start()
+    yield s
+    s.stop()
+
+
+def _chunks(total: int, piece: int = 1 << 20):
+    """A body sent chunked (no Content-Length): ``total`` bytes of a JSON string."""
+    yield b'{"content": "'
+    sent = 0
+    while sent < total:
+        yield b"x" * min(piece, total - sent)
+        sent += piece
+    yield b'"}'
+
+
+@pytest.mark.slow
+def test_bad_inputs_at_the_edge_are_refused_naming_what_to_fix(small_import) -> None:
+    http = httpx.Client(base_url=small_import.url, timeout=120)
+    http.post("/v1/users/u/sessions/s/messages", json={"messages": [{"role": "user", "content": "hello there"}]})
+    events = http.get("/v1/stats").json()["events"]
+    for body, field in (({"kinds": ["message", "memes"]}, "kinds"), ({"min_score": 5}, "min_score"),
+                        ({"min_score": -0.1}, "min_score"), ({"kinds": "nope"}, "kinds")):
+        r = http.post("/v1/search", json={"query": "hello", "user": "u", **body})
+        assert (r.status_code, r.json()["error"], r.json()["field"]) == (400, "InvalidInput", field), r.text
+    r = http.post("/v1/search", content=b'{"query": "hello", "user": "u", "min_score": NaN}',
+                  headers={"Content-Type": "application/json"})
+    assert (r.status_code, r.json()["field"]) == (400, "min_score"), r.text
+    for route in ("read", "restore"):
+        r = http.get(f"/v1/users/u/sessions/s/{route}", params={"token_budget": -5})
+        assert (r.status_code, r.json()["field"]) == (400, "token_budget"), r.text
+    # a chunked body past 8 MiB is 413 like one with a Content-Length
+    r = http.post("/v1/users/u/memories", content=_chunks(9 << 20), headers={"Content-Type": "application/json"})
+    assert (r.status_code, r.json()["field"]) == (413, "body"), r.text
+    # the import limit, chunked or not, answered before the body is all read
+    for content in (_chunks(3 << 20), b"x" * (2 << 20)):
+        r = http.post("/v1/import", content=content, headers={"Content-Type": "application/x-ndjson"})
+        assert r.status_code == 413 and str(1 << 20) in r.json()["message"], r.text
+    # a wrong method is labelled as such, with the methods that work
+    r = http.put("/v1/stats")
+    assert (r.status_code, r.json()["error"], r.headers["allow"]) == (405, "MethodNotAllowed", "GET"), r.text
+    assert "GET" in r.json()["message"]
+    # a body without its Content-Type says how to send it
+    r = http.post("/v1/users/u/memories", content=b'{"content": "x"}')
+    assert r.status_code == 400 and "Content-Type: application/json" in r.json()["message"], r.text
+    # a missing session: 404 to read or forget it, and nothing written
+    for method, path in (("GET", "/v1/users/u/sessions/nope/messages"), ("GET", "/v1/users/u/sessions/nope/read"),
+                         ("GET", "/v1/users/u/sessions/nope/restore"), ("GET", "/v1/users/u/sessions/nope/summary"),
+                         ("DELETE", "/v1/users/u/sessions/nope"), ("DELETE", "/v1/sessions/nope")):
+        r = http.request(method, path)
+        assert (r.status_code, r.json()["error"]) == (404, "NotFound"), (path, r.text)
+    assert http.get("/v1/stats").json()["events"] == events  # nothing of the refused requests was written
+    assert http.delete("/v1/users/u/sessions/s").status_code == 200
+    assert http.get("/v1/users/u/sessions/s/messages").status_code == 404  # forgotten: gone
+    http.close()
+
+
+@pytest.mark.slow
+def test_serve_on_a_busy_port_fails_before_saying_it_serves(small_import, tmp_path) -> None:
+    out = subprocess.run([str(BIN), "serve", "--path", str(tmp_path / "other"), "--port", str(small_import.port)],
+                         capture_output=True, text=True, env=ENV, timeout=300)
+    assert out.returncode == 1, out.stderr
+    assert "serving" not in out.stderr and "already in use" in out.stderr and "--port" in out.stderr
+    assert not (tmp_path / "other").exists()
+
+
+@pytest.mark.slow
+def test_stats_of_a_tenant_key_show_that_tenant_only(server, tmp_path) -> None:
+    """#36 item 5: with keys, /v1/stats counts the key's tenant; store-wide figures stay the operator's."""
+    ks = KeyStore(server.store)
+    a = eidetica.connect(server.url, api_key=ks.create(f"st-a-{uuid.uuid4().hex[:8]}")[1])
+    b = eidetica.connect(server.url, api_key=ks.create(f"st-b-{uuid.uuid4().hex[:8]}")[1])
+    a.session("s", user="u").append("user", "a message only tenant a wrote")
+    a.remember("u likes tea", user="u")
+    sa, sb = a.stats(), b.stats()
+    assert sa["events"] == a.export(tmp_path / "a.jsonl") > 0 and sa["sessions"] == 1 and sa["streams"] >= 2
+    assert (sb["events"], sb["streams"], sb["sessions"], sb["tenant"]) == (0, 0, 0, b.tenant)
+    for hidden in ("log_bytes", "index", "lag", "snapshot", "summaries_committed", "extraction_failures"):
+        assert hidden not in sa and hidden not in sb
+    a.close()
+    b.close()
+
+
+@pytest.mark.slow
+def test_docs_page_is_served_from_packaged_assets_and_renders_offline(server) -> None:
+    """#36 item 7: /docs references only this server's URLs, which serve the packaged Swagger UI; a browser that
+    may reach nothing but the server renders every route."""
+    import re
+
+    html = httpx.get(server.url + "/docs").text
+    urls = re.findall(r"""(?:src|href)=["']([^"']+)["']""", html) + re.findall(r"""url: ?['"]([^'"]+)['"]""", html)
+    assert urls and all(u.startswith("/") and not u.startswith("//") for u in urls), urls
+    assert "http://" not in html and "https://" not in html and "validatorUrl" in html
+    for u in urls:
+        r = httpx.get(server.url + u)
+        assert r.status_code == 200 and len(r.content) > 0, u
+    assert httpx.get(server.url + "/docs/assets/swagger-ui-bundle.js").headers["content-type"].startswith(
+        ("text/javascript", "application/javascript"))
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip("no /usr/bin/chromium (apt-get install -y chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    elsewhere: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
+        page = browser.new_page()
+
+        def only_local(route) -> None:
+            if route.request.url.startswith(server.url):
+                route.continue_()
+            else:
+                elsewhere.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", only_local)
+        page.goto(server.url + "/docs")
+        page.wait_for_selector(".opblock-summary-path", timeout=60_000)
+        paths = page.locator(".opblock-summary-path").all_inner_texts()
+        browser.close()
+    assert elsewhere == [] and any("/v1/search" in x for x in paths), (elsewhere, paths[:5])

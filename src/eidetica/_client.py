@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+import math
 import os
 import socket
 import threading
@@ -31,7 +32,7 @@ import msgspec
 
 from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
-from .errors import InvalidInput, Unavailable
+from .errors import InvalidInput, NotFound, Unavailable
 from ._context import CONTEXT_TOKENS
 from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS
 from .projections._state import ItemInfo, NoteInfo, SessionInfo
@@ -392,6 +393,9 @@ class RemoteMemory:
                 "recency_half_life": _seconds("recency_half_life", recency_half_life), "now": now,
                 "confidence_weight": confidence_weight, "speaker_weight": speaker_weight, "time_weight": time_weight,
                 "fusion": fusion, "min_offset": _floor(min_offset)}
+        bad = next((k for k, v in body.items() if isinstance(v, float) and not math.isfinite(v)), None)
+        if bad is not None:  # JSON has no NaN: it would travel as null (no threshold) and change the answer
+            raise InvalidInput(bad, "must be a finite number", body[bad])
         return _HITS.decode(self._send("POST", "/v1/search", json=body).content)
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
@@ -532,7 +536,7 @@ class RemoteSession:
         """Messages for the LLM: system prompt, rolling summary, then recent turns within the budget."""
         self.flush()
         params = {"strategy": strategy or self.strategy, "window": window, "token_budget": token_budget}
-        msgs = _MESSAGES.decode(self._m._send("GET", self._path + "/read", params=params).content)
+        msgs = self._messages("/read", params)
         if self.system_prompt:
             now = dt.datetime.now(dt.timezone.utc)
             msgs = [Message(role="system", content=self.system_prompt, time=now, sequence=-1)] + msgs
@@ -545,11 +549,25 @@ class RemoteSession:
     def history(self, limit: int | None = None) -> list[Message]:
         """Stored messages, oldest first (the last ``limit``)."""
         self.flush()
-        return _MESSAGES.decode(self._m._send("GET", self._path + "/messages", params={"limit": limit}).content)
+        return self._messages("/messages", {"limit": limit})
+
+    def _messages(self, route: str, params: dict[str, Any]) -> list[Message]:
+        """A session's messages from ``route``; none for a session not created yet (the server answers 404)."""
+        try:
+            return _MESSAGES.decode(self._m._send("GET", self._path + route, params=params).content)
+        except NotFound as e:
+            if e.what != "session":
+                raise
+            return []  # as a handle on a new embedded session: nothing yet
 
     def summary(self) -> str | None:
         """The latest rolling summary's text, if any."""
-        return self._m._call("GET", self._path + "/summary")["summary"]
+        try:
+            return self._m._call("GET", self._path + "/summary")["summary"]
+        except NotFound as e:
+            if e.what != "session":
+                raise
+            return None
 
     def summarize(self, *, force: bool = True) -> bool:
         """Roll old turns into the summary now; True when a summary was committed."""
@@ -558,7 +576,7 @@ class RemoteSession:
     def restore(self, token_budget: int | None = None) -> list[Message]:
         """Resume: the last messages that fit ``token_budget``."""
         self.flush()
-        return _MESSAGES.decode(self._m._send("GET", self._path + "/restore", params={"token_budget": token_budget}).content)
+        return self._messages("/restore", {"token_budget": token_budget})
 
     def forget(self) -> None:
         """Forget this session."""

@@ -69,12 +69,17 @@ def _at(m: Any, as_of: str | None) -> Iterator[Any]:
         yield past
 
 
-def _open(path: Path, tenant: str, model: str | None, *, create: bool = False) -> Any:
+READ_ONLY = typer.Option(
+    False, "--read-only", help="read beside a running server (it holds the store): the store as of now, nothing written",
+)
+
+
+def _open(path: Path, tenant: str, model: str | None, *, create: bool = False, read_only: bool = False) -> Any:
     from . import memory
 
     if not create:
         _require_store(path)
-    return memory.open(path, tenant=tenant, embedder=make_embedder(model))
+    return memory.open(path, tenant=tenant, embedder=make_embedder(model), read_only=read_only)
 
 
 @app.command()
@@ -120,10 +125,11 @@ def recall(
     top_k: int = typer.Option(5, "--top-k", "-k", min=1, max=10_000),
     category: Optional[str] = typer.Option(None, "--category", "-c"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
-    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, as_of: Optional[str] = AS_OF,
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
+    as_of: Optional[str] = AS_OF,
 ) -> None:
     """The user's facts most relevant to QUERY."""
-    with _open(path, tenant, model) as live, _at(live, as_of) as m:
+    with _open(path, tenant, model, read_only=read_only) as live, _at(live, as_of) as m:
         hits = m.recall(query, top_k, user=user, category=category)
     console.print_json(_hits_json(hits)) if as_json else console.print(_hits_table(hits, f"recall: {query}"))
 
@@ -133,10 +139,11 @@ def list_(
     category: Optional[str] = typer.Option(None, "--category", "-c"),
     limit: int = typer.Option(20, "--limit", "-n", min=1),
     as_json: bool = typer.Option(False, "--json"),
-    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, as_of: Optional[str] = AS_OF,
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
+    as_of: Optional[str] = AS_OF,
 ) -> None:
     """The user's active facts, strongest first."""
-    with _open(path, tenant, model) as live, _at(live, as_of) as m:
+    with _open(path, tenant, model, read_only=read_only) as live, _at(live, as_of) as m:
         hits = m.list_memories(user=user, category=category, limit=limit)
     console.print_json(_hits_json(hits)) if as_json else console.print(_hits_table(hits, f"memories of {user}"))
 
@@ -210,10 +217,10 @@ def update_note(
 @app.command()
 def sessions(
     user: Optional[str] = typer.Option(None, "--user", "-u"), path: Path = PATH, tenant: str = TENANT,
-    model: Optional[str] = MODEL,
+    model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
 ) -> None:
     """Sessions, most recently updated first."""
-    with _open(path, tenant, model) as m:
+    with _open(path, tenant, model, read_only=read_only) as m:
         rows = m.list_sessions(user=user)
     table = Table(title="sessions")
     for col in ("session", "user", "messages", "last update"):
@@ -227,10 +234,11 @@ def sessions(
 def history(
     session: str,
     limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, as_of: Optional[str] = AS_OF,
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
+    as_of: Optional[str] = AS_OF,
 ) -> None:
     """The stored messages of SESSION."""
-    with _open(path, tenant, model) as live, _at(live, as_of) as m:
+    with _open(path, tenant, model, read_only=read_only) as live, _at(live, as_of) as m:
         info = next((s for s in m.list_sessions() if s.session_id == session), None)
         if info is None:
             from .errors import NotFound
@@ -246,12 +254,12 @@ def export(
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="JSONL file, or .parquet (default: memories-<tenant>-<date>.jsonl here)"
     ),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
 ) -> None:
     """Export the tenant's events (JSONL by default, Parquet for a .parquet name)."""
     import datetime as dt
 
-    with _open(path, tenant, model) as m:
+    with _open(path, tenant, model, read_only=read_only) as m:
         if output is None:
             output = Path(f"memories-{tenant}-{dt.date.today().isoformat()}.jsonl")
         n = m.export(output)
@@ -349,9 +357,10 @@ def stats(
     as_json: bool = typer.Option(False, "--json"), path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
     address: Optional[str] = typer.Option(
         None, "--address", help="a store run by a Ray fleet: the cluster's address ('auto' on a node of it)"),
+    read_only: bool = READ_ONLY,
 ) -> None:
     """Events, streams, log bytes, index rows and per-projection lag (per view replica on Ray)."""
-    with (_open_fleet(path, tenant, model, address) if address else _open(path, tenant, model)) as m:
+    with (_open_fleet(path, tenant, model, address) if address else _open(path, tenant, model, read_only=read_only)) as m:
         s = m.stats()
     if as_json:
         console.print_json(json.dumps(s, default=str))
@@ -427,17 +436,20 @@ def serve(
     port: int = typer.Option(8765, "--port", min=0, max=65535),
     runtime: str = typer.Option("local", "--runtime", help="local | ray"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray address (with --runtime ray)"),
+    max_import_mb: int = typer.Option(512, "--max-import-mb", min=1, help="largest POST /v1/import body (MiB)"),
     path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
 ) -> None:
     """Serve the store over HTTP (JSON API, /docs, /mcp); clients use eidetica.connect(url, api_key=...)."""
     from . import memory
-    from ._server import KeyStore, check_bind
+    from ._server import KeyStore, bind, check_bind
     from ._server import serve as run_server
 
-    check_bind(host, KeyStore(path))  # before open: a refused bind must not create the store
+    # both before open: a refused address or a busy port must not create (or lock) the store
+    check_bind(host, KeyStore(path))
+    sock = bind(host, port)
     kw = {"address": address} if runtime == "ray" and address else {}
-    with memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime=runtime, **kw) as m:
-        run_server(m, host=host, port=port)
+    with sock, memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime=runtime, **kw) as m:
+        run_server(m, host=host, port=port, sock=sock, max_import_bytes=max_import_mb * 1024 * 1024)
 
 
 @app.command()
@@ -512,7 +524,10 @@ def main() -> None:
     except EideticaError as e:
         if debug:
             raise
-        err.print(f"[red]error:[/] {escape(str(e))}", soft_wrap=True)  # one line, however narrow the terminal
+        hint = ""
+        if type(e).__name__ == "StoreLocked":
+            hint = "; the read commands (stats, sessions, history, list, recall, export) read beside it with --read-only"
+        err.print(f"[red]error:[/] {escape(str(e) + hint)}", soft_wrap=True)  # one line, however narrow the terminal
         raise SystemExit(1) from None
     except (OSError, ValueError) as e:
         if debug:

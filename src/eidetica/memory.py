@@ -39,6 +39,8 @@ from . import _context
 from ._context import CONTEXT_TOKENS
 from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, SearchOptions, default_options
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
+from .projections._ranking import check_min_score
+from .projections._rows import check_kinds
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
 
@@ -58,13 +60,24 @@ def open(  # noqa: A001 - the contract's name
     clock: Callable[[], dt.datetime] | None = None,
     fsync: str = "always",
     on_write_error: str = "raise",
+    read_only: bool = False,
     **options: Any,
 ) -> "Memory":
     """Open (or create) a memory store at ``path`` for one tenant.
 
     ``on_write_error="queue"``: best effort, a write the disk refuses never raises into the
     agent; it is queued in memory, retried and logged (see ``eidetica._pending``).
+    ``read_only=True``: read an existing store beside the process writing it (a server),
+    as of now, writing nothing there (see ``eidetica._readonly``).
     """
+    if read_only is True:
+        from ._readonly import open_read_only
+
+        if runtime != "local" or options:
+            raise InvalidInput("read_only", "works with the local runtime and no other options", read_only)
+        return open_read_only(Memory, path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock)
+    if read_only is not False:
+        raise InvalidInput("read_only", "must be True or False", read_only)
     if runtime not in ("local", "ray"):
         raise InvalidInput("runtime", "must be 'local' or 'ray'", runtime)
     if on_write_error not in WRITE_ERROR_MODES:
@@ -86,6 +99,8 @@ def open(  # noqa: A001 - the contract's name
 
 class Memory:
     """Long-term memory for one tenant: sessions, facts, notes, schedules, search."""
+
+    read_only = False  # True for a handle of open(..., read_only=True): it writes nothing to the store
 
     def __init__(
         self,
@@ -556,6 +571,8 @@ class Memory:
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
         SearchOptions.check(**options)  # validated before any work: bad input changes nothing
+        check_kinds(kinds)
+        check_min_score(min_score)
         if floor and not hasattr(self.views, "written"):  # embedded: wait for the log to commit it, as a replica would
             self._await_floor(floor)
         self._sync()

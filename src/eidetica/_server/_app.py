@@ -31,6 +31,7 @@ from ..errors import EideticaError, InvalidInput, NotFound, ReadOnly, Unauthoriz
 from .._asof import PastViews
 from .._audit import acting
 from .._context import CONTEXT_TOKENS
+from ..events.streams import parse_stream
 from ..memory import Memory
 from ..projections._ranking import MIN_SCORE, SEARCH_KINDS
 from .._transfer import event_row
@@ -295,7 +296,9 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         version="0.1.0",
         description="Long-term memory for LLM agents. Every request acts in its API key's tenant.",
         redirect_slashes=False,  # a trailing slash is a 404 naming the route, not a redirect a client may not follow
+        docs_url=None,  # /docs below, from packaged assets: FastAPI's loads Swagger UI from a CDN (blank offline)
     )
+    _docs_routes(app)
     views: dict[str, Memory] = {memory.tenant: memory}
     views_lock = threading.Lock()
     loopback = is_loopback(host)
@@ -344,14 +347,24 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
             field = "body"
         rest = ".".join(loc[1:])
         problem = str(first.get("msg", "is invalid")) + (f" (at {rest})" if rest else "")
+        kind = request.headers.get("content-type")
+        if field == "body" and not _is_json(kind.encode() if kind else None):
+            problem = (f"must be a JSON object sent with 'Content-Type: application/json' (this request had "
+                       f"{repr(kind) if kind else 'no Content-Type'})")
         return _err(InvalidInput(field, problem))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, e: StarletteHTTPException) -> Response:
+        if request.scope.get(TOO_LARGE):  # the body passed the limit while FastAPI read it
+            return _too_large(request.scope[TOO_LARGE])
         if e.status_code == 404:
             return _err(NotFound("route", f"{request.method} {request.url.path}"))
         if e.status_code == 405:
-            return _json(error_body(InvalidInput("method", f"{request.method} is not allowed on {request.url.path}")), 405)
+            allow = (e.headers or {}).get("Allow", "")
+            body = {"error": "MethodNotAllowed", "field": None, "args": [],
+                    "message": f"{request.method} is not allowed on {request.url.path}" + (f"; use {allow}" if allow else "")}
+            return Response(msgspec.json.encode(body), 405, headers={"Allow": allow} if allow else None,
+                            media_type="application/json")
         return _json(error_body(InvalidInput("body", str(e.detail))), e.status_code if 400 <= e.status_code < 500 else 400)
 
     @app.exception_handler(Exception)
@@ -444,21 +457,31 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     writers = concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="eidetica-append")
     app.state.append_lean = append_lean
 
+    def existing(m: Memory, session_id: str, user: str) -> Any:
+        """The handle of a session that holds messages; ``NotFound`` (404) for a missing one: a typo is not an empty session."""
+        h = m.session(session_id, user=user)
+        if not (h._actor.started or len(h)):
+            raise NotFound("session", session_id)
+        return h
+
     @app.get(S + "/messages", tags=["sessions"])
     def history(user: str, session_id: str, limit: Optional[int] = Query(None), m: Memory = M) -> Response:
-        """Stored messages, oldest first (the last ``limit``)."""
-        return _json(m.session(session_id, user=user).history(limit))
+        """Stored messages, oldest first (the last ``limit``); 404 for a session with none."""
+        return _json(existing(m, session_id, user).history(limit))
 
     @app.get(S + "/read", tags=["sessions"])
     def read(user: str, session_id: str, strategy: Optional[str] = None, window: Optional[int] = None,
              token_budget: Optional[int] = None, m: Memory = M) -> Response:
-        """Messages for the LLM: rolling summary first, then recent turns within the budget."""
-        return _json(m.session(session_id, user=user).read(strategy=strategy, window=window, token_budget=token_budget))
+        """Messages for the LLM: rolling summary first, then recent turns within the budget; 404 for a session with none."""
+        h = m.session(session_id, user=user)
+        out = h.read(strategy=strategy, window=window, token_budget=token_budget)  # checks the options first
+        existing(m, session_id, user)
+        return _json(out)
 
     @app.get(S + "/summary", tags=["sessions"])
     def summary(user: str, session_id: str, m: Memory = M) -> Response:
-        """The latest rolling summary (null when none)."""
-        return _json({"summary": m.session(session_id, user=user).summary()})
+        """The latest rolling summary (null when none); 404 for a session with no messages."""
+        return _json({"summary": existing(m, session_id, user).summary()})
 
     @app.post(S + "/summarize", tags=["sessions"])
     def summarize(user: str, session_id: str, body: SummarizeIn = Body(SummarizeIn()), m: Memory = M) -> Response:
@@ -467,12 +490,15 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
 
     @app.get(S + "/restore", tags=["sessions"])
     def restore(user: str, session_id: str, token_budget: Optional[int] = None, m: Memory = M) -> Response:
-        """Resume: the last messages that fit ``token_budget``."""
-        return _json(m.session(session_id, user=user).restore(token_budget))
+        """Resume: the last messages that fit ``token_budget``; 404 for a session with none."""
+        h = m.session(session_id, user=user)
+        out = h.restore(token_budget)  # checks the budget first
+        existing(m, session_id, user)
+        return _json(out)
 
     @app.delete(S, tags=["sessions"])
     def forget_user_session(user: str, session_id: str, m: Memory = M) -> Response:
-        """Forget this session (messages, summaries, their chunks)."""
+        """Forget this session (messages, summaries, their chunks); 404, writing nothing, for a missing one."""
         m.session(session_id, user=user).forget()
         return _wrote(m, {"forgotten": session_id})
 
@@ -662,7 +688,9 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
 
     @app.get("/v1/stats", tags=["maintenance"])
     def stats(m: Memory = M) -> Response:
-        """Counts and sizes of the store, seen from this tenant."""
+        """This tenant's counts (events, streams, sessions, facts); the whole store's only without keys (loopback)."""
+        if keys is not None and keys.active():
+            return _json(_tenant_stats(m))
         return _json(m.stats())
 
     @app.post("/v1/clear", tags=["maintenance"])
@@ -710,8 +738,11 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         with tempfile.TemporaryDirectory() as d:
             target = Path(d) / ("import.parquet" if parquet else "import.jsonl")
             with target.open("wb") as f:
-                async for chunk in request.stream():
-                    f.write(chunk)
+                try:
+                    async for chunk in request.stream():
+                        f.write(chunk)
+                except _TooLarge:  # a chunked body past the limit: stop reading, refuse
+                    return _too_large(request.scope[TOO_LARGE])
             try:
                 n = await anyio.to_thread.run_sync(m.import_, target)
             except InvalidInput as e:
@@ -725,6 +756,41 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
 
     mount_ui(app, memory, is_loopback)
     return app
+
+
+def _docs_routes(app: FastAPI) -> None:
+    """``/docs``: Swagger UI from the package's own copy (``data/swagger-ui``), no request leaves the server."""
+    from importlib.resources import files
+
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    assets = files("eidetica") / "data" / "swagger-ui"
+    app.mount("/docs/assets", StaticFiles(directory=str(assets)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> Response:
+        """The API's interactive documentation."""
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json", title="eidetica API", swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css", swagger_favicon_url="/docs/assets/favicon-32x32.png",
+            swagger_ui_parameters={"validatorUrl": None},  # else the page asks validator.swagger.io about the spec
+        )
+
+
+_TENANT_STATS = ("tenant", "sessions", "facts", "embedder")  # of Memory.stats(): the figures that are the tenant's own
+
+
+def _tenant_stats(m: Memory) -> dict[str, Any]:
+    """What a tenant's key may see of ``stats``: its own events and streams, sessions and facts.
+
+    The store-wide figures (every tenant's events, log bytes, index rows, lag, snapshots,
+    process counters) are the operator's: they tell one tenant how much the others write.
+    """
+    full = m.stats()
+    streams = [s for s in m.log.streams() if parse_stream(s)[1] == m.tenant]  # type: ignore[attr-defined]
+    return {**{k: full[k] for k in _TENANT_STATS}, "events": sum(m.log.stream_version(s) + 1 for s in streams),
+            "streams": len(streams)}
 
 
 # -- items: the key-value store under framework adapters (LangGraph BaseStore) -------------------
@@ -820,13 +886,16 @@ def _item_routes(app: FastAPI, M: Any) -> None:
 
 
 class Guard:
-    """ASGI wrapper: body-size limit, the MCP mount at /mcp (same keys), and both lifespans."""
+    """ASGI wrapper: body-size limits, the MCP mount at /mcp (same keys), and both lifespans."""
 
-    def __init__(self, app: FastAPI, mcp_app: Any = None, mcp_server: Any = None) -> None:
+    def __init__(self, app: FastAPI, mcp_app: Any = None, mcp_server: Any = None, *,
+                 max_body_bytes: int = MAX_BODY_BYTES, max_import_bytes: int = MAX_IMPORT_BYTES) -> None:
         self.app = app
         self.mcp_app = mcp_app
         self.mcp_server = mcp_server
         self.append_lean = getattr(app.state, "append_lean", None)
+        self.max_body_bytes = max_body_bytes
+        self.max_import_bytes = max_import_bytes
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         """Route a request (or the lifespan) to the API or the MCP app."""
@@ -834,11 +903,11 @@ class Guard:
             return await self._lifespan(scope, receive, send)
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        limit = MAX_IMPORT_BYTES if scope["path"] == "/v1/import" else MAX_BODY_BYTES
+        limit = self.max_import_bytes if scope["path"] == "/v1/import" else self.max_body_bytes
         length = dict(scope.get("headers") or []).get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > limit):
             return await _send(send, _too_large(limit))
-        receive = _limited(receive, limit)
+        receive = _limited(receive, limit, scope)
         if self.mcp_app is not None and (scope["path"] == "/mcp" or scope["path"].startswith("/mcp/")):
             from starlette.requests import Request as _Req
 
@@ -875,12 +944,16 @@ def _too_large(limit: int) -> Response:
     return _json(error_body(InvalidInput("body", f"is larger than the limit of {limit} bytes")), 413)
 
 
+TOO_LARGE = "eidetica.too_large"  # set in a request's scope (to the limit) once its body passed it
+
+
 class _TooLarge(Exception):
     pass
 
 
-def _limited(receive: Any, limit: int) -> Any:
-    """A receive that stops a chunked body once it passes ``limit`` bytes."""
+def _limited(receive: Any, limit: int, scope: dict[str, Any]) -> Any:
+    """A receive that stops a chunked body once it passes ``limit`` bytes (and marks the scope: FastAPI
+    turns an error while it reads a body into a 400, which the handlers turn back into this 413)."""
     seen = 0
 
     async def inner() -> dict[str, Any]:
@@ -889,6 +962,7 @@ def _limited(receive: Any, limit: int) -> Any:
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
             if seen > limit:
+                scope[TOO_LARGE] = limit
                 raise _TooLarge()
         return message
 

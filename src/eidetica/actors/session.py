@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import msgspec
 import pyarrow as pa
 
-from ..errors import EventIdConflict, InvalidInput
+from ..errors import EventIdConflict, InvalidInput, NotFound
 from ..events import (
     ChunksEmbedded,
     EventLog,
@@ -368,8 +368,14 @@ class SessionActor(StreamOwner):
             return taken[0]
 
     def forget(self) -> int:
-        """Append the tombstone for this session (its summaries too); returns the last offset."""
+        """Append the tombstone for this session (its summaries too); returns the last offset.
+
+        ``NotFound`` when the session has no messages to forget (never started, or forgotten
+        already): nothing is written.
+        """
         with self._lock:
+            if not self.started and not self.messages:
+                raise NotFound("session", self.session_id)
             tomb = SessionForgotten(session_id=self.session_id, user_id=self.user_id)
             self.log.append(self.summary_stream, [NewEvent.of(tomb, tenant=self.tenant)])
             _, last = self.log.append(self.stream, [NewEvent.of(tomb, tenant=self.tenant)])
@@ -414,7 +420,8 @@ class SessionActor(StreamOwner):
         strategy = strategy or self.config.strategy
         if strategy not in STRATEGIES:
             raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
-        budget = token_budget or self.config.token_budget
+        _positive("window", window)  # None: the configured window, reaching back to a summary (below)
+        budget = _positive("token_budget", token_budget) or self.config.token_budget
         with self._lock:
             self._load_summary()
             msgs = list(self.messages)
@@ -444,8 +451,8 @@ class SessionActor(StreamOwner):
 
     def restore(self, token_budget: int | None = None, limit: int | None = None) -> list[Message]:
         """Resume a conversation: the last messages (``restore_messages``) that fit the budget."""
-        budget = token_budget or self.config.token_budget
-        limit = limit or self.config.restore_messages
+        budget = _positive("token_budget", token_budget) or self.config.token_budget
+        limit = _positive("limit", limit) or self.config.restore_messages
         with self._lock:
             msgs = list(self.messages[-limit:])
         out: list[Message] = []
@@ -480,6 +487,13 @@ class SessionActor(StreamOwner):
 
     def __len__(self) -> int:
         return len(self.messages)
+
+
+def _positive(field: str, value: Any) -> int | None:
+    """None (the configured default), or an int >= 1; anything else names the field."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidInput(field, "must be an int >= 1 (or null for the default)", value)
+    return value
 
 
 def _from_a_question(msgs: list[Message]) -> list[Message]:

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import os
 import threading
 import time
@@ -76,7 +77,7 @@ from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
 from ._maintenance import du
 from ._marks import Marks
-from ._ranking import SearchOptions
+from ._ranking import SearchOptions, check_min_score
 from ._ranking import confidence as _confidence
 from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share, zscore
 from ._ranking import mmr as _mmr_pick
@@ -453,8 +454,7 @@ class ChunkIndex(BulkRebuild, Projection):
             raise InvalidInput("mode", f"must be one of {', '.join(MODES)}", mode)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
             raise InvalidInput("top_k", "must be an int >= 0", top_k)
-        if min_score is not None and (isinstance(min_score, bool) or not isinstance(min_score, (int, float))):
-            raise InvalidInput("min_score", "must be a number", min_score)
+        min_score = check_min_score(min_score, -math.inf, math.inf)  # raw scores here (calibrate=False): any finite number
         if text is not None and not isinstance(text, str):
             raise InvalidInput("text", f"must be a string, not {type(text).__name__}", text)
         if options is not None and option_fields:

@@ -24,6 +24,7 @@ from ..errors import InvalidInput
 __all__ = [
     "SearchOptions", "SEARCH_DEFAULTS", "SEARCH_KINDS", "default_options", "MIN_SCORE", "FACT_MIN_SCORE", "SELF", "speaker_label", "speaker_of", "VECTOR_WEIGHT", "minmax", "linear", "smooth", "speaker_bonus", "confidence", "recency",
     "order", "mmr", "calibrate", "absolute_relevance", "text_share", "rrf", "time_windows", "in_windows", "zscore",
+    "check_min_score",
 ]
 
 VECTOR_WEIGHT = 0.7
@@ -35,6 +36,11 @@ def _number(field: str, value: Any, lo: float, hi: float) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (lo <= value <= hi):
         raise InvalidInput(field, f"must be a number in [{lo:g}, {hi:g}]", value)
     return float(value)
+
+
+def check_min_score(value: Any, lo: float = 0.0, hi: float = 1.0) -> float | None:
+    """None (no threshold), or a number in [lo, hi] (never NaN); the API's scores are calibrated to [0, 1]."""
+    return None if value is None else _number("min_score", value, lo, hi)
 
 
 def _pair(field: str, value: Any) -> tuple[float, float]:

@@ -19,7 +19,9 @@ import numpy as np
 
 from ..errors import InvalidInput
 
-__all__ = ["Row", "Pred", "Filters", "sql_str", "make_key", "to_us", "from_us", "term_value", "SEP"]
+__all__ = ["Row", "Pred", "Filters", "sql_str", "make_key", "to_us", "from_us", "term_value", "SEP", "KINDS", "check_kinds"]
+
+KINDS = ("message", "summary", "fact", "note", "item")  # what a row (a searchable chunk) can be
 
 SEP = "\x1f"
 _MSGPACK = msgspec.msgpack.Encoder()
@@ -159,6 +161,20 @@ class Pred:
         return s + ")"
 
 
+def check_kinds(kinds: Any) -> tuple[str, ...] | None:
+    """None (every kind), or kinds of rows as a tuple; a string is one kind; anything else names ``kinds``."""
+    if kinds is None:
+        return None
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    if not isinstance(kinds, (list, tuple, set, frozenset)) or not all(isinstance(k, str) for k in kinds):
+        raise InvalidInput("kinds", f"must be a list of kinds ({', '.join(KINDS)})", kinds)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise InvalidInput("kinds", f"{unknown[0]!r} is not a kind: use {', '.join(KINDS)}", list(kinds))
+    return tuple(kinds)
+
+
 @dataclass
 class Filters:
     """Validated search filters, rendered for LanceDB (SQL) and Tantivy (term queries)."""
@@ -192,13 +208,7 @@ class Filters:
                         ("exclude_session", exclude_session), ("category", category)):
             if v is not None and not isinstance(v, str):
                 raise InvalidInput(name, f"must be a string, not {type(v).__name__}", v)
-        ks: tuple[str, ...] | None = None
-        if kinds is not None:
-            if isinstance(kinds, str):
-                kinds = [kinds]
-            ks = tuple(kinds)
-            if not all(isinstance(k, str) for k in ks):
-                raise InvalidInput("kinds", "must be a list of strings", kinds)
+        ks = check_kinds(kinds)
         s = u = None
         for name, v in (("since", since), ("until", until)):
             if v is not None and not isinstance(v, dt.datetime):
