@@ -16,8 +16,9 @@ import pytest
 import eidetica
 import eidetica._client
 from eidetica.actors import MemoryConfig, Summarizer
-from eidetica.errors import EmbeddingModelChanged, InvalidInput, NotFound, WrongExpectedVersion
+from eidetica.errors import EmbeddingModelChanged, EventIdConflict, InvalidInput, NotFound, WrongExpectedVersion
 from eidetica.events.streams import facts_stream, session_stream, summary_stream
+from eidetica.projections._ranking import default_options
 from eidetica.providers import HashEmbedder, OfflineLLM
 
 T0 = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.timezone.utc)
@@ -163,6 +164,86 @@ def test_append_read_history_and_metadata(mem) -> None:
     assert hist[1].metadata == steps
     assert [m.content for m in s.history(2)] == ["hi, how can I help?", "result: 42"]
     assert [m.content for m in s.read()][-1] == "result: 42"
+
+
+def test_an_event_id_is_a_retry_only_for_the_same_message(mem) -> None:
+    import uuid
+
+    s1, s2 = mem.session("s1", user="ada"), mem.session("s2", user="ada")
+    eid = uuid.uuid4()
+    first = s1.append("user", "booked the train to Porto", event_id=eid)
+    head = log_head(mem)
+    assert s1.append("user", "booked the train to Porto", event_id=eid) <= first  # a retry: nothing written
+    # the same id with anything else would be acknowledged and never stored: refused, naming the id
+    for session, content in ((s1, "booked the bus to Porto"), (s2, "booked the train to Porto"), (s2, "other")):
+        with pytest.raises(EventIdConflict) as e:
+            session.append("user", content, event_id=eid)
+        assert e.value.event_id == str(eid) and str(eid) in str(e.value)
+    with pytest.raises(EventIdConflict):
+        s1.append("assistant", "booked the train to Porto", event_id=eid)
+    with pytest.raises(EventIdConflict):  # with a fresh id beside it: still nothing of the append is stored
+        s2.extend([{"role": "user", "content": "fresh"}, {"role": "user", "content": "x", "event_id": eid}])
+    assert log_head(mem) == head
+    mem = reopen(mem)
+    assert [x.content for x in mem.session("s1", user="ada").history()] == ["booked the train to Porto"]
+    assert [x.session_id for x in mem.list_sessions()] == ["s1"]
+    if not is_remote(mem):  # another tenant's ids are its own: the same id there is its own event
+        other = mem.for_tenant("globex")
+        o = other.session("s1", user="ada").append("user", "globex's message", event_id=eid)
+        assert o > first and other.session("s1", user="ada").append("user", "globex's message", event_id=eid) <= o
+        assert [x.content for x in other.session("s1", user="ada").history()] == ["globex's message"]
+        assert [x.content for x in mem.session("s1", user="ada").history()] == ["booked the train to Porto"]
+    mem.close()
+
+
+def test_compact_redacts_only_the_tenant_that_took_a_message_back(tmp_path, clock) -> None:
+    import uuid
+
+    eid = uuid.uuid4()
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock) as m:
+        b = m.for_tenant("globex")
+        m.session("s", user="ada").append("user", "acme's words", event_id=eid)
+        b.session("s", user="ada").append("user", "globex's words", event_id=eid)
+        assert m.session("s", user="ada").pop().content == "acme's words"
+        m.compact()
+        b = m.for_tenant("globex")
+        assert [x.content for x in b.session("s", user="ada").history()] == ["globex's words"]
+        assert [h.text for h in b.search("globex words", user="ada", min_score=0.0)] == ["globex's words"]
+        assert m.session("s", user="ada").history() == []
+
+
+def test_import_rekeys_into_the_importing_tenant_and_counts_written_and_skipped(tmp_path, clock) -> None:
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock) as m:
+        m.session("s1", user="ada").append("user", "I moved to Lisbon last spring")
+        fid = m.remember("Ada lives in Lisbon", user="ada")
+        dump = tmp_path / "acme.jsonl"
+        n = m.export(dump)
+        assert m.import_(dump) == {"written": 0, "skipped": n}  # its own export: all there already
+        b = m.for_tenant("globex")
+        head = m.log.head()
+        assert b.import_(dump) == {"written": n, "skipped": 0}  # another tenant's export: globex's own events now
+        assert m.log.head() == head + n
+        facts = sorted(h.id for h in m.list_memories(user="ada"))
+        assert fid in facts and sorted(h.id for h in b.list_memories(user="ada")) == facts
+        assert [x.content for x in b.session("s1", user="ada").history()] == ["I moved to Lisbon last spring"]
+        assert b.import_(dump) == {"written": 0, "skipped": n}  # twice: nothing more, and it says so
+        assert m.log.head() == head + n
+        # acme's data is its own still: globex forgetting the fact leaves acme's
+        b.forget(fid, user="ada")
+        assert sorted(h.id for h in m.list_memories(user="ada")) == facts
+        # an export whose id already names another event of the tenant is refused before anything is written
+        rows = [json.loads(line) for line in dump.read_text().splitlines()]
+        msg = next(r for r in rows if r["type"] == "MessageAppended")
+        msg["event"]["content"] = "I moved to Porto"
+        bad = tmp_path / "bad.jsonl"
+        extra = dict(rows[0], event_id="00000000-0000-4000-8000-000000000001")
+        bad.write_text("\n".join(json.dumps(r) for r in [extra, *rows]) + "\n")
+        c = m.for_tenant("initech")
+        c.import_(dump)
+        head = m.log.head()
+        with pytest.raises(EventIdConflict) as e:
+            c.import_(bad)
+        assert e.value.event_id == msg["event_id"] and m.log.head() == head
 
 
 def test_read_returns_the_last_n_within_budget(tmp_path, clock) -> None:
@@ -327,11 +408,12 @@ def test_recall_makes_hits_of_only_what_it_returns_and_returns_what_the_full_sea
                   for i, w in enumerate(words * 2)] + [{"role": "user", "content": facts[0]}])
         for q in ("tea jazz", "Lisbon", "bees and chess today", "piano"):
             for k in (1, 3, 10):
-                full = m._search(q, top_k=4 * k, user="ada", kinds=["fact", "message"], names=True)
+                # one calibrated scale, search's defaults: no fact-first re-sort
+                full = m._search(q, top_k=4 * k, user="ada", kinds=["fact", "message"], names=True,
+                                 **default_options())
                 seen = {h.text for h in full if h.kind == "fact"}
                 want = [h for h in full if h.kind == "fact" or (h.metadata.get("role", "user") == "user"
-                                                                and h.text not in seen)]
-                want = sorted(want, key=lambda h: not (h.kind == "fact" and h.score >= 0.20))[:k]
+                                                                and h.text not in seen)][:k]
                 got = m.recall(q, top_k=k, user="ada")
                 assert got == want and got, (q, k)
                 assert any(h.kind == "message" for h in m.recall("today", top_k=10, user="ada"))
@@ -649,13 +731,27 @@ def test_recency_option_prefers_newer_messages(mem, clock) -> None:
 def test_context_block(mem) -> None:
     mem.remember("Ada is vegetarian", category="food", user="ada")
     mem.store_note("Ada asked for a window seat", user="ada")
+    mem.remember("I am allergic to shellfish", category="health", user="ada")
+    mem.session("c1", user="ada").append("user", "I adopted a greyhound called Biscuit last spring")
     block = mem.context("what should Ada eat", user="ada")
     assert block.startswith("## Relevant Memory")
-    assert "vegetarian" in block and "[Food | " in block
+    # the standing health fact is profile, shown for any question; the food fact answers this one
+    assert "### Profile\n- I am allergic to shellfish (health)" in block
+    assert "### Facts\n- Ada is vegetarian (food)" in block
+    dog = mem.context("what breed is the dog Biscuit", user="ada")
+    assert "### From past conversations\n- [" in dog and ", c1] user: I adopted a greyhound" in dog
+    # a question about someone never discussed: the profile alone
+    other = mem.context("What did Caroline research for her thesis?", user="ada")
+    assert "### Profile" in other and "### Facts" not in other and "past conversations" not in other
+    data = mem.context("what breed is the dog Biscuit", user="ada", as_data=True)
+    assert data["conversations"][0]["session_id"] == "c1" and "greyhound" in data["conversations"][0]["text"]
+    assert [p["text"] for p in data["profile"]] == ["I am allergic to shellfish"] and data["tokens"] > 0
     small = mem.context("what should Ada eat", user="ada", max_tokens=12)
     assert len(small) < len(block)
     with pytest.raises(InvalidInput):
         mem.context("x", user="ada", max_tokens=0)
+    with pytest.raises(InvalidInput):
+        mem.context("x", user="ada", as_data="yes")
 
 
 # -- sessions ------------------------------------------------------------------------------
@@ -808,7 +904,7 @@ def test_reembed_and_import_append_only_through_each_streams_writer(tmp_path) ->
     with eidetica.open(tmp_path / "b", embedder=HashEmbedder(dim=64)) as m:
         append = m.log.append
         m.log.append = spy
-        assert m.import_(tmp_path / "dump.jsonl") > 0
+        assert m.import_(tmp_path / "dump.jsonl")["written"] > 0
         assert {st.split(":")[0] for st, _ in callers} >= {"session", "summary", "facts", "notes", "items", "schedules"}
         assert all(mod.startswith("eidetica.actors.") for _, mod in callers), callers
         assert [n.text for n in m.list_notes(user="ada")] == ["Buy new boots"]
@@ -957,7 +1053,7 @@ def test_export_writes_the_format_its_name_asks_and_import_reads_it_back(mem, tm
         assert pq.read_table(path).num_rows == n  # Parquet, not JSONL under that name
     else:
         assert len(path.read_text().splitlines()) == n
-    assert mem.import_(path) == n  # idempotent by event id: nothing is doubled
+    assert mem.import_(path) == {"written": 0, "skipped": n}  # idempotent by event id: nothing is doubled
     assert [m.content for m in mem.session("s", user="ada").history()] == ["I keep bees on the roof"]
 
 

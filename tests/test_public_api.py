@@ -26,6 +26,7 @@ def test_exported_names_are_pinned() -> None:
             "EideticaError",
             "InvalidInput",
             "WrongExpectedVersion",
+            "EventIdConflict",
             "CorruptLog",
             "CorruptIndex",
             "UnknownEventType",

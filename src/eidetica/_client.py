@@ -31,7 +31,8 @@ import msgspec
 from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
 from .errors import InvalidInput, Unavailable
-from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS
+from ._context import CONTEXT_TOKENS
+from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS
 from .projections._state import ItemInfo, NoteInfo, SessionInfo
 from ._transfer import write_export
 from ._wire import WRITTEN_HEADER, error_from_body
@@ -292,9 +293,19 @@ class RemoteMemory:
         r = self._send("GET", f"/v1/users/{_q(user)}/memories", params=params)
         return _HITS.decode(r.content)
 
-    def forget(self, fact_id: str, *, user: str) -> None:
-        """Forget one fact."""
-        self._send("DELETE", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}", retry="delete")
+    def forget(self, fact_id: str, *, user: str, request_id: str | None = None) -> None:
+        """Forget one fact (the request id and the key's name are recorded)."""
+        self._send("DELETE", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}", retry="delete",
+                   headers={"X-Request-Id": request_id} if request_id else None)
+
+    def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
+        """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent."""
+        body = {"since": since.isoformat() if isinstance(since, dt.datetime) else since, "messages": messages}
+        return self._call("POST", f"/v1/users/{_q(user)}/sessions/{_q(session_id)}/revert", json=body)
+
+    def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
+        """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
+        return self._call("GET", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}/history")
 
     def forget_matching(self, query: str, threshold: float = 0.85, *, user: str) -> list[str]:
         """Forget every fact of a user close to ``query``; returns their ids."""
@@ -336,7 +347,7 @@ class RemoteMemory:
         exclude_session: str | None = None,
         session_id: str | None = None,
         min_score: float = MIN_SCORE,
-        kinds: Sequence[str] = ("message", "summary"),
+        kinds: Sequence[str] = SEARCH_KINDS,
         mode: str = "hybrid",
         names: bool = True,
         candidates: int = SEARCH_DEFAULTS.candidates,
@@ -364,9 +375,10 @@ class RemoteMemory:
                 "fusion": fusion, "min_offset": _floor(min_offset)}
         return _HITS.decode(self._send("POST", "/v1/search", json=body).content)
 
-    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
-        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens}
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
+                as_data: bool = False) -> Any:
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as a dict)."""
+        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens, "as_data": as_data}
         return self._call("POST", "/v1/context", json=body)["context"]
 
     # -- maintenance -------------------------------------------------------------------
@@ -393,14 +405,14 @@ class RemoteMemory:
         except httpx.TransportError as e:
             raise _unavailable(self.url, "GET /v1/export", e) from None
 
-    def import_(self, path: str | os.PathLike[str]) -> int:
-        """Append events exported by ``export`` into this tenant (idempotent by event id)."""
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
         source = Path(path)
         if not source.exists():
             raise InvalidInput("path", f"{source} does not exist")
         kind = "application/vnd.apache.parquet" if source.suffix == ".parquet" else "application/x-ndjson"
-        return self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})["imported"]
-
+        out = self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})
+        return {"written": out["written"], "skipped": out["skipped"]}
 
     def compact(self) -> dict[str, int]:
         """Erase forgotten content from the served store's disk (redacted log, fresh indices); returns the report."""

@@ -66,11 +66,39 @@ def export_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> i
 
 
 def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str],
-                  write: Callable[[str, list[NewEvent]], Any] | None = None) -> int:
-    """Append events exported by ``export_events`` into a tenant (idempotent by event id); returns how many.
+                  write: Callable[[str, list[NewEvent]], Any] | None = None) -> dict[str, int]:
+    """Append events exported by ``export_events`` into ``tenant``; returns ``{"written": n, "skipped": m}``.
 
-    ``write(stream, events)`` appends one stream's events (the facade: through the stream's owner).
+    Every event is re-keyed into the importing tenant (its stream and envelope name it; the
+    log's event ids are per tenant), so another tenant's export is written as this tenant's
+    own. An event already in the store (the same id with the same event) is skipped, so an
+    import repeated writes nothing; the same id with another event is ``EventIdConflict``,
+    found before anything is written. Store-level events (the embedder's) are never imported:
+    they count as skipped. ``write(stream, events)`` appends one stream's new events (the
+    facade: through the stream's owner).
     """
+    by_stream = _read_export(tenant, path)
+    skipped = sum(len(evs) for stream, evs in by_stream.items() if stream.startswith("meta:"))
+    fresh: dict[str, list[NewEvent]] = {}
+    for stream, evs in by_stream.items():
+        if stream.startswith("meta:"):
+            continue
+        offsets = log.event_offsets([e.event_id for e in evs], stream, tenant)  # type: ignore[attr-defined]
+        known = [e for e, o in zip(evs, offsets) if o is not None]
+        for k in range(0, len(known), 1000):
+            log.append(stream, known[k : k + 1000])  # writes nothing: checks each is the very event logged
+        skipped += len(known)
+        fresh[stream] = [e for e, o in zip(evs, offsets) if o is None]
+    written = 0
+    for stream, evs in fresh.items():
+        for k in range(0, len(evs), 1000):
+            (write or log.append)(stream, evs[k : k + 1000])  # write: through the stream's one writer
+            written += len(evs[k : k + 1000])
+    return {"written": written, "skipped": skipped}
+
+
+def _read_export(tenant: str, path: str | os.PathLike[str]) -> dict[str, list[NewEvent]]:
+    """An export's events by stream, re-keyed into ``tenant``; ``InvalidInput`` for anything that is not an export."""
     source = Path(path)
     if not source.exists():
         raise InvalidInput("path", f"{source} does not exist")
@@ -94,11 +122,4 @@ def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str],
         except (msgspec.ValidationError, KeyError, ValueError, TypeError, AttributeError) as e:
             raise InvalidInput(f"line {i + 1}", f"is not an exported event: {e}") from None
         by_stream.setdefault(stream, []).append(new)
-    n = 0
-    for stream, evs in by_stream.items():
-        if stream.startswith("meta:"):
-            continue
-        for k in range(0, len(evs), 1000):
-            (write or log.append)(stream, evs[k : k + 1000])  # write: through the stream's one writer
-            n += len(evs[k : k + 1000])
-    return n
+    return by_stream

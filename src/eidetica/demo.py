@@ -92,7 +92,7 @@ def run_demo(path: Path, embedder: Any, console: Console) -> dict[str, float]:
         console.print(table)
 
         t = time.perf_counter()
-        ctx = m.context("planning Ada's week and meals", user="ada", max_tokens=300)
+        ctx = m.context("plan Ada's dinner", user="ada")
         timings["context"] = time.perf_counter() - t
         console.print(Panel(escape(ctx), title="context(): ready for a system prompt", expand=False))
 

@@ -6,6 +6,7 @@ caller catches either the root or one precise leaf::
     EideticaError
     ├── InvalidInput           bad argument; names the field; nothing was written
     ├── WrongExpectedVersion   optimistic concurrency check failed; nothing was written
+    ├── EventIdConflict        an event id already names another event of the tenant; nothing was written
     ├── CorruptLog             a log segment failed verification; names file and offset
     ├── CorruptIndex           an index's files are damaged; rebuilt from the log (automatically)
     ├── UnknownEventType       an event tag this version cannot decode (newer writer?)
@@ -28,6 +29,7 @@ __all__ = [
     "EideticaError",
     "InvalidInput",
     "WrongExpectedVersion",
+    "EventIdConflict",
     "CorruptLog",
     "CorruptIndex",
     "UnknownEventType",
@@ -76,6 +78,20 @@ class WrongExpectedVersion(EideticaError):
             f"stream {stream!r}: expected version {_version_name(expected)}, "
             f"actual {_version_name(actual)}"
         )
+
+
+class EventIdConflict(EideticaError):
+    """The caller's event id already names another event of its tenant (other stream or content); nothing was written.
+
+    A repeated id is a retry only when it carries the same event; anything else would be
+    acknowledged without being stored.
+    """
+
+    def __init__(self, event_id: str, problem: str = "already names a different event") -> None:
+        self._init_args = (str(event_id), problem)
+        self.event_id = str(event_id)
+        self.problem = problem
+        super().__init__(f"event id {event_id} {problem}; give a new event a new id")
 
 
 class CorruptLog(EideticaError):

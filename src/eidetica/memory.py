@@ -24,7 +24,7 @@ from .actors import (
     SessionActor,
 )
 from ._compaction import plan_compaction
-from ._owners import append_through_owner, reembed_vectors
+from ._owners import append_through_owner
 from ._items import Items
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
@@ -35,8 +35,10 @@ from ._pending import WRITE_ERROR_MODES, PendingWrites
 from ._wire import floor_from_json
 from .events.streams import parse_stream
 from .projections import LocalViews, NoteInfo, SearchHit
-from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SearchOptions
-from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
+from . import _context
+from ._context import CONTEXT_TOKENS
+from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, SearchOptions, default_options
+from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
 
@@ -139,6 +141,8 @@ class Memory:
             self._hk = threading.Thread(target=self._housekeeping, name="eidetica-housekeeping", daemon=True)
             self._hk.start()
         self.extraction_failures = 0
+        if self.config.auto_extract:
+            self._resume_extraction()
 
     def for_tenant(self, tenant: str) -> "Memory":
         """The same store seen as another tenant (shares the log, indices and actors)."""
@@ -341,6 +345,25 @@ class Memory:
         if self.config.max_sessions is not None and actor.version <= len(items) + 1:
             self._prune_sessions()
 
+    def _resume_extraction(self, tenant: str | None = None) -> int:
+        """Extract the user messages (of ``tenant``, else every tenant) committed without an ``ExtractionCompleted``
+        (a crash between the append and its extraction, a provider failure); at open and in sweep(); returns the facts written."""
+        self._sync()
+        found = 0
+        pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for t, m in self.state.pending_extractions():
+            if tenant is not None and t != tenant:
+                continue
+            pending.setdefault((t, m.user_id), []).append(
+                {"session_id": m.session_id, "sequence": m.sequence, "content": m.content, "metadata": m.metadata,
+                 "time": m.time})
+        for (t, user), msgs in pending.items():
+            try:
+                found += len(self.runtime.curator(t, user).extract(msgs))
+            except ProviderError:
+                self.extraction_failures += 1  # still pending: sweep() or the next open retries
+        return found
+
     def _prune_sessions(self) -> None:
         self._sync()
         sessions = [s for s in self.state.sessions(self.tenant)]
@@ -399,11 +422,11 @@ class Memory:
     ) -> list[Hit]:
         """The user's facts most relevant to ``query`` (re-ranking options and ``min_offset`` as in ``search``).
 
-        Facts that answer (score at least ``FACT_MIN_SCORE``, 0.20) come first; then what the
-        user said in their own messages (role ``user``; hits of kind ``message``, a message
-        whose text is already a fact left out) and weaker facts, by calibrated score. The
-        offline extractor keeps only common kinds of statements: a question about anything
-        else is still answered from what the user said. With a ``category`` or ``metadata`` (facts whose
+        Facts and what the user said in their own messages (role ``user``; a message whose
+        text is already a fact left out) on one calibrated scale, ranked as ``search`` ranks
+        (its defaults): a fact does not outrank a message that answers better. The offline
+        extractor keeps only common kinds of statements: a question about anything else is
+        still answered from what the user said. With a ``category`` or ``metadata`` (facts whose
         metadata holds every given key with that value), facts only.
         """
         check_id("user", user)
@@ -412,19 +435,16 @@ class Memory:
             category = None if category is None else sanitize_category(category)  # the form it was stored in
             facts = self._search_hits(query, top_k=min(10_000, 4 * top_k if want else top_k), user=user, kinds=["fact"],
                                       category=category, mmr=mmr, recency_half_life=recency_half_life, now=now,
-                                      confidence_weight=confidence_weight, min_offset=min_offset)
+                                      confidence_weight=confidence_weight, min_offset=min_offset, **default_options())
             return [_hit(h) for h in facts if _holds(h.metadata, want)][:top_k]
         # One search over facts and messages: calibrated scores rank both on one scale.
         hits = self._search_hits(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"],
                                  names=True, mmr=mmr, recency_half_life=recency_half_life, now=now,
-                                 confidence_weight=confidence_weight, min_offset=min_offset)
+                                 confidence_weight=confidence_weight, min_offset=min_offset, **default_options())
         seen = {h.text for h in hits if h.kind == "fact"}
         out = [h for h in hits
                if h.kind == "fact" or ((h.metadata or {}).get("role", "user") == "user" and h.text not in seen)]
-        # facts that answer (distilled, deduplicated) lead; then the rest by score (as the hit rounds it).
-        # Only the hits returned are made into Hits: 4 x top_k were asked for.
-        out.sort(key=lambda h: not (h.kind == "fact" and _shown(h.score) >= FACT_MIN_SCORE))
-        return [_hit(h) for h in out[:top_k]]
+        return [_hit(h) for h in out[:top_k]]  # only those returned are made into Hits
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20,
                       metadata: dict[str, Any] | None = None) -> list[Hit]:
@@ -435,8 +455,8 @@ class Memory:
         self._sync()
         facts = [f for f in self.state.facts(self.tenant, user) if _holds(f.metadata, want)]
         if category is not None:
-            want = sanitize_category(category)
-            facts = [f for f in facts if f.category == want]
+            cat = sanitize_category(category)
+            facts = [f for f in facts if f.category == cat]
         facts = sorted(facts, key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id))[:limit]
         return [
             Hit(id=f.fact_id, kind="fact", text=f.content, score=_shown(f.confidence), time=f.created,
@@ -445,12 +465,15 @@ class Memory:
             for f in facts
         ]
 
-    def forget(self, fact_id: str, *, user: str) -> None:
-        """Forget one fact."""
+    def forget(self, fact_id: str, *, user: str, request_id: str | None = None) -> None:
+        """Forget one fact (``request_id`` and, on a server, the API key's name are recorded: ``explain``)."""
+        from ._audit import who
+
         check_id("user", user)
         if not isinstance(fact_id, str):
             raise InvalidInput("fact_id", "must be a string", fact_id)
-        self.runtime.curator(self.tenant, user).forget(fact_id)
+        by, rid = who(request_id)
+        self.runtime.curator(self.tenant, user).forget(fact_id, rid or "", by)
 
     def forget_matching(self, query: str, threshold: float = 0.85, *, user: str) -> list[str]:
         """Forget every fact of a user close to ``query``; returns their ids."""
@@ -564,7 +587,7 @@ class Memory:
         exclude_session: str | None = None,
         session_id: str | None = None,
         min_score: float = MIN_SCORE,
-        kinds: Sequence[str] = ("message", "summary"),
+        kinds: Sequence[str] = SEARCH_KINDS,
         mode: str = "hybrid",
         names: bool = True,
         candidates: int = SEARCH_DEFAULTS.candidates,
@@ -587,8 +610,10 @@ class Memory:
         [0, 1]), a message gains 0.2 of each adjacent message's
         score and 0.3 of its session's best, messages of a person the query names gain 0.15,
         and messages from a period the query names ("in July 2023", "on May 3, 2023") rank
-        first. Scores are calibrated (comparable across queries): ``min_score`` (0.40) drops
-        what is probably not relevant, so a never-discussed topic returns nothing.
+        first. Scores are calibrated (comparable across queries): ``min_score`` (0.30) drops
+        what is probably not relevant; with a positive ``min_score``, a query naming a person,
+        place or thing no document of this store holds returns nothing (never discussed).
+        ``kinds``: messages, summaries, facts and notes by default (facts and notes pass at 0.20).
 
         ``names``: drop participants' names (see ``participant_names``) and the user's own
         name from the query: they say who spoke, not what about. ``candidates``: rows asked of
@@ -610,42 +635,35 @@ class Memory:
         check_id("user", user)
         if session_id is not None:
             check_id("session_id", session_id)
-        return self._search(
-            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, session_id=session_id,
-            min_score=min_score, mode=mode,
+        # Facts and notes pass at FACT_MIN_SCORE when the cut is higher: a user's few distilled rows
+        # rarely match by chance, and a paraphrase's cosine alone ("what does Ada eat" -> "Ada is
+        # vegetarian": 0.26 with MiniLM) has to pass.
+        distilled = bool({"fact", "note"} & set(kinds)) if isinstance(kinds, (list, tuple, set, frozenset)) else False
+        low = (distilled and isinstance(min_score, (int, float)) and not isinstance(min_score, bool)
+               and min_score > FACT_MIN_SCORE)
+        hits = self._search(
+            query, top_k=2 * top_k if low else top_k, user=user, kinds=kinds, exclude_session=exclude_session,
+            session_id=session_id, min_score=FACT_MIN_SCORE if low else min_score, mode=mode,
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
             confidence_weight=confidence_weight, speaker_weight=speaker_weight, time_weight=time_weight, fusion=fusion,
             min_offset=min_offset,
         )
+        return [h for h in hits if not low or h.kind in ("fact", "note") or h.score >= min_score][:top_k]
 
-    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
+                as_data: bool = False) -> Any:
+        """The agent's "## Relevant Memory" block for a system prompt (format: README, ``_context``):
+        the user's profile, then the facts, notes and past messages relevant to ``query``, within
+        ``max_tokens`` (``providers.count_tokens``). ``as_data``: the same content as a dict."""
         check_id("user", user)
         _check_k("max_facts", max_facts)
         _check_k("max_tokens", max_tokens)
-        # calibrated scores: a topic never stored gives the "no relevant memories" block
-        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"], min_score=FACT_MIN_SCORE)
-        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"], min_score=FACT_MIN_SCORE)
-        lines = ["## Relevant Memory", ""]
-        used = count_tokens("\n".join(lines))
-        for title, hits in (("### Facts", facts), ("### Notes", notes)):
-            if not hits:
-                continue
-            block = [title]
-            for h in hits:
-                line = f"- {h}"
-                t = count_tokens(line)
-                if used + t + count_tokens(title) > max_tokens:
-                    break
-                block.append(line)
-                used += t
-            if len(block) > 1:
-                lines += block + [""]
-                used += count_tokens(title)
-        if len(lines) == 2:
-            lines.append("_No relevant memories._")
-        return "\n".join(lines).rstrip() + "\n"
+        if not isinstance(as_data, bool):
+            raise InvalidInput("as_data", "must be True or False", as_data)
+        self._sync()
+        data = _context.build(self, query, user=user, max_facts=max_facts, max_tokens=max_tokens)
+        return data if as_data else _context.render(data)
 
     # -- maintenance -----------------------------------------------------------------
     def sweep(self, now: dt.datetime | None = None) -> dict[str, int]:
@@ -659,17 +677,8 @@ class Memory:
             r = cur.sweep(now or self.clock())
             totals["decayed"] += r["decayed"]
             totals["pruned"] += r["pruned"]
-            if self.config.auto_extract:
-                pending = [
-                    {"session_id": s.session_id, "sequence": m.sequence, "content": m.content, "metadata": m.metadata, "time": m.time}
-                    for s in self.state.sessions(self.tenant, user)
-                    for m in self.runtime.session(self.tenant, s.session_id, user).history()
-                    if m.role == "user"
-                ]
-                try:
-                    totals["extracted"] += len(cur.extract(pending))
-                except ProviderError:
-                    self.extraction_failures += 1
+        if self.config.auto_extract:
+            totals["extracted"] = self._resume_extraction(self.tenant)
         return totals
 
     def stats(self) -> dict[str, Any]:
@@ -723,8 +732,8 @@ class Memory:
         self._drain_items()
         return export_events(self.log, self.tenant, path)
 
-    def import_(self, path: str | os.PathLike[str]) -> int:
-        """Append events exported by ``export`` into this tenant (idempotent by event id)."""
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
         n = import_events(self.log, self.tenant, path, lambda stream, evs: append_through_owner(self.runtime, stream, evs))
         self.items._recovered = False  # imported puts may still want their vectors (written behind)
         if isinstance(self.runtime, LocalRuntime):
@@ -762,25 +771,25 @@ class Memory:
         return report
 
     def reembed(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
-        """Embed every live text again with ``embedder``, record the switch, and move to it.
+        """Embed every live text again with ``embedder``, record the switch, and move to it (resumable)."""
+        from ._reembed import reembed
 
-        Old vectors stay in the log; queries use the old index until the new one is built.
-        Re-running after a crash resumes: event ids are derived, so appends are idempotent.
-        """
-        if embedder.model_id == self.embedder.model_id and embedder.dim == self.embedder.dim:
-            raise InvalidInput("embedder", f"the store already uses {embedder.model_id}")
+        return reembed(self, embedder, progress)
+
+    # -- audit and rewind (provenance, revert: _audit.py, _revert.py) -------------------
+    def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
+        """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
+        from ._audit import explain
+
+        check_id("user", user)
         self._sync()
-        _, live = plan_compaction(self.log)
-        live = [(ev, d) for ev, d in live if d.model_id == self.embedder.model_id]
-        total = reembed_vectors(self.runtime, live, embedder, progress)  # through each stream's one writer
-        with self._qlock:
-            self.views.fresh(embedder)
-            EmbedderRecord(self.log).switch(embedder.model_id, embedder.dim, self.embedder.model_id)
-            self.embedder = embedder
-            if isinstance(self.runtime, LocalRuntime):
-                self.runtime = LocalRuntime(self.log, embedder, self.llm, self.config, self.clock,
-                                            self.actor_snapshots)
-        return total
+        return explain(self.log, self.tenant, fact_id, user)
+
+    def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
+        """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent; messages kept unless asked."""
+        from ._revert import revert
+
+        return revert(self, user, session_id, since, messages)
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop the projections and replay the log into them; returns events replayed."""

@@ -28,7 +28,10 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import EideticaError, InvalidInput, NotFound, Unauthorized
+from .._audit import acting
+from .._context import CONTEXT_TOKENS
 from ..memory import Memory
+from ..projections._ranking import MIN_SCORE, SEARCH_KINDS
 from .._transfer import event_row
 from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
 from ._keys import KeyStore
@@ -172,8 +175,8 @@ class SearchIn(_Body):
     top_k: Any = 10
     exclude_session: Any = None
     session_id: Any = None
-    min_score: Any = 0.60
-    kinds: Any = ("message", "summary")
+    min_score: Any = MIN_SCORE
+    kinds: Any = SEARCH_KINDS
     mode: Any = "hybrid"
     names: Any = True
     candidates: Any = 50
@@ -196,7 +199,8 @@ class ContextIn(_Body):
     query: Any = None
     user: Any = None
     max_facts: Any = 10
-    max_tokens: Any = 500
+    max_tokens: Any = CONTEXT_TOKENS
+    as_data: Any = False
 
 
 class ForgetMatchingIn(_Body):
@@ -216,6 +220,13 @@ class SummarizeIn(_Body):
     """Roll old turns into the summary now."""
 
     force: Any = True
+
+
+class RevertIn(_Body):
+    """Retract what a session's messages wrote (since a time); ``messages`` takes them back too."""
+
+    since: Optional[dt.datetime] = None
+    messages: Any = False
 
 
 class ScheduleIn(_Body):
@@ -303,7 +314,8 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         if not loopback:
             raise Unauthorized("no API key is configured; this server only serves loopback without keys")
         if bearer:
-            raise Unauthorized("this server has no API keys; create one with `eidetica keys create`")
+            raise Unauthorized("this server has no API keys; create one with `eidetica keys create --path STORE "
+                               "--tenant NAME` (STORE: the --path this server serves)")
         return memory.tenant
 
     app.state.authenticate = authenticate
@@ -498,11 +510,29 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         kw = _set(body)
         return _json(m.recall(kw.pop("query", None), user=user, **kw))
 
+    def asking(request: Request) -> Any:
+        """Record who asks (the API key's name) and the request id on the deletions this request makes."""
+        auth = request.headers.get("authorization", "")
+        name = keys.name_of(auth[7:].strip()) if keys is not None and auth[:7].lower() == "bearer " else ""
+        return acting(name, request.headers.get("x-request-id") or uuid.uuid4().hex)
+
     @app.delete(U + "/memories/{fact_id}", tags=["memories"])
-    def forget(user: str, fact_id: str, m: Memory = M) -> Response:
-        """Forget one fact."""
-        m.forget(fact_id, user=user)
+    def forget(user: str, fact_id: str, request: Request, m: Memory = M) -> Response:
+        """Forget one fact (the key's name and the request id are recorded: its history shows them)."""
+        with asking(request):
+            m.forget(fact_id, user=user)
         return _wrote(m, {"forgotten": fact_id})
+
+    @app.post(U + "/sessions/{session_id}/revert", tags=["memories"])
+    def revert(user: str, session_id: str, request: Request, body: RevertIn = Body(RevertIn()), m: Memory = M) -> Response:
+        """Retract every fact the session's messages wrote (since ``since``); reverting twice changes nothing."""
+        with asking(request):
+            return _wrote(m, m.revert(user=user, session_id=session_id, since=body.since, messages=body.messages))
+
+    @app.get(U + "/memories/{fact_id}/history", tags=["memories"])
+    def fact_history(user: str, fact_id: str, m: Memory = M) -> Response:
+        """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
+        return _json(m.explain(fact_id, user=user))
 
     @app.post(U + "/memories/forget-matching", tags=["memories"])
     def forget_matching(user: str, body: ForgetMatchingIn, m: Memory = M) -> Response:
@@ -557,7 +587,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
 
     @app.post("/v1/context", tags=["search"])
     def context(body: ContextIn, m: Memory = M) -> Response:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as JSON)."""
         kw = _set(body)
         return _json({"context": m.context(kw.pop("query", None), user=kw.pop("user", None), **kw)})
 
@@ -675,9 +705,12 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
                 if e.field != "path":
                     raise
                 raise InvalidInput("body", e.problem) from None  # the temporary file is no concern of the client's
-        return _wrote(m, {"imported": n})
+        return _wrote(m, n)  # {"written": ..., "skipped": ...}
 
     _item_routes(app, M)
+    from ._ui import mount_ui  # the inspector pages (/ui), same keys and tenant views
+
+    mount_ui(app, memory)
     return app
 
 

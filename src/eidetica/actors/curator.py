@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from .. import _observe
 from ..errors import InvalidInput, NotFound, WrongExpectedVersion
 from ..events import (
     ChunksEmbedded,
@@ -30,14 +31,15 @@ from ..events import (
     UserForgotten,
 )
 from ..events.streams import facts_stream
-from ..events.types import Event
-from ..providers import LLM, Embedder
+from ..events.types import Event, decode
+from ..providers import LLM, Embedder, extractor_id
 from ..projections._vectors import VectorSlots
 from ..providers._base import Coalescer
 from ._config import MemoryConfig
 from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
 from ._text import check_metadata, check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
+from ._writer import append_expecting
 
 __all__ = ["FactCurator", "RememberItem"]
 
@@ -490,13 +492,36 @@ class FactCurator(StreamOwner):
             events.append((FactSuperseded(fact_id=best.fact_id, by=fact_id), time))  # type: ignore[union-attr]
         return events, fact_id
 
-    def forget(self, fact_id: str) -> None:
-        """Delete one fact (it stays in the log until the user or store is compacted)."""
+    def forget(self, fact_id: str, request_id: str = "", by: str = "") -> None:
+        """Delete one fact (it stays in the log until the user or store is compacted); who asked is recorded."""
         with self._lock:
             f = self.facts.get(fact_id)
             if f is None or f.status in ("deleted", "pruned"):
                 raise NotFound("fact", fact_id)
-            self._commit([(FactDeleted(fact_id=fact_id), None)])
+            self._commit([(FactDeleted(fact_id=fact_id, request=request_id, by=by), None)])
+
+    def retract_sourced(self, sources: Sequence[Sequence[Any]], reason: str, session_id: str = "", request_id: str = "",
+                        by: str = "") -> list[str]:
+        """Retract (``FactDeleted`` with ``reason``) every live fact whose every source message is one of ``sources``.
+
+        ``sources``: (session id, sequence) pairs. A fact with a source outside them keeps it and
+        stays; a fact with no source (``remember``) is never reached. Returns the facts retracted
+        (none on a second call: it is idempotent).
+        """
+        gone_from = {(str(s), int(q)) for s, q in sources}
+        now = self.clock()
+
+        def build() -> list[NewEvent]:  # decided on the fold: a refold after a race decides again
+            hit = [f.fact_id for f in self.facts.values() if f.status in ("active", "superseded") and f.sources
+                   and all((x.get("session_id"), x.get("sequence")) in gone_from for x in f.sources)]
+            return [NewEvent.of(FactDeleted(fact_id=i, reason=reason, session_id=session_id, request=request_id, by=by),
+                                tenant=self.tenant, time=now) for i in hit]
+
+        with self._lock:
+            news, _, _ = append_expecting(self, build)
+            for n in news:
+                self._fold(decode(n.payload), now)
+        return [decode(n.payload).fact_id for n in news]  # type: ignore[attr-defined]
 
     def forget_matching(self, query: str, threshold: float = 0.85) -> list[str]:
         """Delete every active fact whose cosine to ``query`` is at least ``threshold``."""
@@ -532,6 +557,14 @@ class FactCurator(StreamOwner):
         if not todo:
             return []
         ids: list[str] = []
+        _observe.add("extraction_queue", len(todo))  # waiting for the lock or the LLM, until done
+        try:
+            return self._extract(todo, ids)
+        finally:
+            _observe.add("extraction_queue", -len(todo))
+
+    def _extract(self, todo: list[dict[str, Any]], ids: list[str]) -> list[str]:
+        """``extract``'s work for messages not yet extracted (one at a time, under the actor's lock)."""
         with self._lock:
             for m in todo:
                 text = m["content"].strip()
@@ -548,7 +581,8 @@ class FactCurator(StreamOwner):
                     for f in found
                 ]) if found else []
                 ids += got
-                done = ExtractionCompleted(session_id=m["session_id"], sequences=[m["sequence"]], facts=got)
+                done = ExtractionCompleted(session_id=m["session_id"], sequences=[m["sequence"]], facts=got,
+                                           extractor=extractor_id(self.llm))
                 self._commit([(done, None)])
         return ids
 

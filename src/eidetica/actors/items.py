@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import msgspec
 import pyarrow as pa
 
-from ..errors import InvalidInput, WrongExpectedVersion
+from ..errors import InvalidInput
 from ..events import (ChunksEmbedded, EventLog, ItemDeleted, ItemPut, ItemTouched, NewEvent, RecordedEvent, UserForgotten,
                       utcnow)
 from ..events.streams import items_stream
@@ -38,6 +38,7 @@ from ..providers import Embedder
 from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, column, save_actor, start_actor
 from ._text import vectors_to_bytes
+from ._writer import append_expecting
 
 __all__ = ["ItemsActor", "WriteBehind", "item_id", "namespace_key"]
 
@@ -213,21 +214,14 @@ class ItemsActor(StreamOwner):
 
         Returns the events appended (to fold) and the last offset (-1: nothing to append).
         """
-        for attempt in range(3):
-            evs = build()
-            if not evs:
-                return [], -1
-            news = [NewEvent.of(e, tenant=self.tenant, time=time) for e in evs]
-            try:
-                _, last = self.log.append(self.stream, news, self.version)
-            except WrongExpectedVersion:
-                if attempt == 2:
-                    raise
-                self.reload()  # another writer (an import, a restarted actor) got there first: decide again
-                continue
-            self.version += len(news)
-            return evs, last
-        raise AssertionError("unreachable")
+        decided: list[Any] = []
+
+        def news() -> list[NewEvent]:
+            decided[:] = build()
+            return [NewEvent.of(e, tenant=self.tenant, time=time) for e in decided]
+
+        appended, _, last = append_expecting(self, news)
+        return (decided, last) if appended else ([], -1)
 
     def _fold(self, e: Any, time: dt.datetime) -> None:
         if isinstance(e, ItemPut):

@@ -15,13 +15,14 @@ from typing import Any, Callable, Sequence
 
 import pyarrow as pa
 
-from ..errors import NotFound, WrongExpectedVersion
+from ..errors import NotFound
 from ..events import ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, RecordedEvent, UserForgotten
 from ..events.streams import notes_stream
 from ..providers import Embedder
 from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, save_actor, start_actor
 from ._text import check_text, vectors_to_bytes
+from ._writer import append_expecting
 
 __all__ = ["NotesActor"]
 
@@ -82,19 +83,8 @@ class NotesActor(StreamOwner):
 
     def _append(self, events: list[NewEvent], still: Callable[[], bool] = lambda: True) -> bool:
         """Append with the fold's version expected (lock held); on a race refold and append only if ``still()``."""
-        for attempt in range(3):
-            if not still():
-                return False
-            try:
-                self.log.append(self.stream, events, self.version)
-            except WrongExpectedVersion:
-                if attempt == 2:
-                    raise
-                self.reload()  # another writer (an import, a restarted actor) got there first: decide again
-                continue
-            self.version += len(events)
-            return True
-        raise AssertionError("unreachable")
+        news, _, _ = append_expecting(self, lambda: events if still() else [])
+        return bool(news)
 
     def store(self, text: str, time: dt.datetime | None = None, note_id: str | None = None) -> str:
         """Store a note; returns ``note-<uuid>`` (a retried call with the same ``note_id`` stores it once)."""

@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 from croniter import croniter
 
-from ..errors import InvalidInput, NotFound, WrongExpectedVersion
+from ..errors import InvalidInput, NotFound
 from ..events import (
     EventLog,
     NewEvent,
@@ -36,6 +36,7 @@ from ._config import MemoryConfig
 from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, save_actor, start_actor
 from ._text import check_id, check_text
+from ._writer import append_expecting
 
 __all__ = ["Schedules", "SchedulesActor", "ScheduleInfo", "CADENCES", "OUTPUT_SUMMARY_CHARS"]
 
@@ -149,24 +150,14 @@ class SchedulesActor(StreamOwner):
     def _commit(self, build: Callable[[], list[Any]], now: dt.datetime | None = None) -> None:
         """Append what ``build`` decides on the current fold, with the fold's version expected; refold and redo on a race."""
         with self._lock:
-            for attempt in range(3):
-                events = build()
-                now = now or self.clock()
-                news = [NewEvent.of(e, tenant=self.tenant, time=now) for e in events]
-                try:
-                    first, _ = self.log.append(self.stream, news, self.version)
-                except WrongExpectedVersion:
-                    if attempt == 2:
-                        raise
-                    self.reload()  # another writer (a restarted actor) got there first: decide again
-                    continue
-                self._view.apply([
-                    RecordedEvent(offset=first + k, event_id=n.event_id, stream=self.stream, version=self.version + 1 + k,
-                                  type=n.type, time=n.time or now, tenant=self.tenant, payload=n.payload)
-                    for k, n in enumerate(news)
-                ])
-                self.version += len(news)
-                return
+            when = now or self.clock()
+            appended, first, _ = append_expecting(self, lambda: [NewEvent.of(e, tenant=self.tenant, time=when) for e in build()])
+            base = self.version - len(appended)  # the version the append followed (a refold may have moved it)
+            self._view.apply([
+                RecordedEvent(offset=first + k, event_id=n.event_id, stream=self.stream, version=base + 1 + k,
+                              type=n.type, time=n.time or when, tenant=self.tenant, payload=n.payload)
+                for k, n in enumerate(appended)
+            ])
 
     def _find(self, schedule_id: Any) -> ScheduleInfo:
         s = self._view.schedule(self.tenant, schedule_id) if isinstance(schedule_id, str) else None

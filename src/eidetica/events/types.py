@@ -159,9 +159,13 @@ class FactPruned(Event, frozen=True):
 
 
 class FactDeleted(Event, frozen=True):
-    """A fact was explicitly forgotten."""
+    """A fact was explicitly forgotten, or retracted (a revert, a cascade of erasure, a re-extraction)."""
 
     fact_id: str
+    reason: str = ""  # "" (forget) | "revert" | "erasure" | "reextract"
+    request: str = ""  # the caller's request id (a server's X-Request-Id); not ``request_id``: that one names a remember
+    by: str = ""  # who asked: on a server, the API key's name
+    session_id: str = ""  # a revert's session
 
 
 class NoteStored(Event, frozen=True):
@@ -230,6 +234,7 @@ class ExtractionCompleted(Event, frozen=True):
     session_id: str
     sequences: list[int]
     facts: list[str] = []
+    extractor: str = ""  # which extractor ran: ``offline:rules-<hash>`` or ``llm:<model>:prompt-<hash>``
 
 
 class SessionForgotten(Event, frozen=True):

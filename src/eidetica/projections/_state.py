@@ -390,7 +390,7 @@ class StateProjection(Projection):
     """In-memory folds of sessions, summaries, facts, notes and schedules, per tenant."""
 
     name = "state"
-    SCHEMA_VERSION = 4  # of the snapshot tables; bump on any change to them (older ones are then refused)
+    SCHEMA_VERSION = 5  # of the snapshot tables; bump on any change to them (older ones are then refused)
 
     def __init__(
         self,
@@ -437,6 +437,11 @@ class StateProjection(Projection):
         self._embedder: tuple[str, int] | None = None
         self._items: dict[tuple[str, tuple[str, ...]], dict[str, ItemInfo]] = {}  # (tenant, namespace) -> key -> item
         self._item_at: dict[tuple[str, str], tuple[tuple[str, ...], str, int]] = {}  # (tenant, item id) -> (ns, key, version)
+        # user messages no ExtractionCompleted covers yet, per (tenant, session): what a crash between an
+        # append and its extraction leaves (resumed at open); ``_early``: completions folded before their
+        # message (another partition's tail applied first)
+        self._todo: dict[tuple[str, str], set[int]] = {}
+        self._early: dict[tuple[str, str], set[int]] = {}
 
     # -- port --------------------------------------------------------------------------
     def apply(self, events: Sequence[RecordedEvent]) -> None:
@@ -597,12 +602,46 @@ class StateProjection(Projection):
             elif (label := speaker_label(e.content)) is not None:
                 s.labels[e.sequence] = label
                 s.label_n[label] = s.label_n.get(label, 0) + 1
+            if e.role == "user":
+                key = (rec.tenant, e.session_id)
+                early = self._early.get(key)
+                if early is not None and e.sequence in early:
+                    early.discard(e.sequence)
+                    if not early:
+                        del self._early[key]
+                else:
+                    self._todo.setdefault(key, set()).add(e.sequence)
         s.last = max(s.last, rec.time)
+
+    def _on_extraction(self, rec: RecordedEvent, e: ev.ExtractionCompleted) -> None:
+        key = (rec.tenant, e.session_id)
+        todo = self._todo.get(key, set())
+        s = self._sessions.get(key)
+        for q in e.sequences:
+            if q in todo:
+                todo.discard(q)
+            elif s is None or q > s.top:  # its message is not folded yet (another partition)
+                self._early.setdefault(key, set()).add(q)
+        if key in self._todo and not todo:
+            del self._todo[key]
+
+    def _prune_todo(self, key: tuple[str, str]) -> None:
+        """Keep only pending extractions of messages still live (after a retraction or a forget)."""
+        todo = self._todo.get(key)
+        if todo is None:
+            return
+        s = self._sessions.get(key)
+        live = todo & set(s.seqs) if s is not None and not s.forgotten else set()
+        if live:
+            self._todo[key] = live
+        else:
+            del self._todo[key]
 
     def _on_message_retracted(self, rec: RecordedEvent, e: ev.MessageRetracted) -> None:
         s = self._sessions.get((rec.tenant, e.session_id))
         if s is not None:
             s.retract(e.sequence)
+            self._prune_todo((rec.tenant, e.session_id))
             if self._bodies is not None:
                 self._bodies.pop((rec.tenant, e.session_id, e.sequence), None)
             s.last = max(s.last, rec.time)
@@ -631,6 +670,7 @@ class StateProjection(Projection):
             s.summary = None
         if not s.seqs:
             s.forgotten = True
+        self._prune_todo(key)
         s.last = max(s.last, rec.time)
 
     def _on_user_forgotten(self, rec: RecordedEvent, e: ev.UserForgotten) -> None:
@@ -674,6 +714,7 @@ class StateProjection(Projection):
                 s.summary = None
             if not s.seqs and s.summary is None:
                 del self._sessions[(t, sid)]
+            self._prune_todo((t, sid))
 
     def _fact(self, tenant: str, fact_id: str) -> _Fact | None:
         u = self._fact_owner.get((tenant, fact_id))
@@ -879,13 +920,14 @@ class StateProjection(Projection):
             s = self._sessions.get((tenant, session_id))
             return None if s is None else self._session_info(session_id, s)
 
-    def messages(self, tenant: str, session_id: str) -> list[MessageInfo]:
-        """A session's messages in sequence order ([] when unknown or forgotten); bodies come from the log."""
+    def messages(self, tenant: str, session_id: str, sequences: set[int] | None = None) -> list[MessageInfo]:
+        """A session's messages in sequence order (only ``sequences`` when given; [] when unknown or forgotten);
+        bodies come from the log."""
         with self._lock:
             s = self._sessions.get((tenant, session_id))
             if s is None or s.forgotten:
                 return []
-            rows = sorted(zip(s.seqs, s.times, s.offsets))
+            rows = sorted(r for r in zip(s.seqs, s.times, s.offsets) if sequences is None or r[0] in sequences)
             part = s.part
             if self._bodies is not None:
                 bodies = {q: self._bodies[(tenant, session_id, q)] for q, _, _ in rows}
@@ -902,6 +944,12 @@ class StateProjection(Projection):
                         time=_from_us(tm), metadata=dict(b.metadata))
             for q, tm, _ in rows if (b := bodies.get(q)) is not None
         ]
+
+    def pending_extractions(self) -> list[tuple[str, MessageInfo]]:
+        """(tenant, message) of every live user message no ``ExtractionCompleted`` covers yet, oldest first per session."""
+        with self._lock:
+            todo = [(k, set(v)) for k, v in self._todo.items()]
+        return [(t, m) for (t, sid), seqs in todo for m in self.messages(t, sid, seqs)]
 
     def names(self, tenant: str, session_id: str) -> set[str]:
         """The participant names (``metadata["name"]``) of a session's live messages."""
@@ -1008,6 +1056,38 @@ class StateProjection(Projection):
             for d in (self._facts, self._notes, self._schedules):
                 found.update(u for (t, u), items in d.items() if t == tenant and items)
         return sorted(found)
+
+    def user_counts(self, tenant: str, user_id: str) -> dict[str, Any]:
+        """A user's sessions, messages, active facts, notes, schedules and last activity (no rows built)."""
+        with self._lock:
+            ss = [s for sid in self._user_sessions.get((tenant, user_id), ())
+                  if (s := self._sessions.get((tenant, sid))) is not None and not s.forgotten and s.user_id == user_id]
+            facts = self._facts.get((tenant, user_id), {})
+            notes = self._notes.get((tenant, user_id), {})
+            scheds = self._decoded((tenant, user_id))
+            times = [s.last for s in ss] + [f.updated for f in facts.values()] + [n.time for n in notes.values()]
+            times += [x.updated for x in scheds.values()]
+            return {"sessions": len(ss), "messages": sum(len(s.seqs) for s in ss),
+                    "facts": sum(f.status == "active" for f in facts.values()), "notes": len(notes),
+                    "schedules": len(scheds), "last_activity": max(times, default=None)}
+
+    def facts_page(self, tenant: str, user_id: str, *, status: str | None = None, category: str | None = None,
+                   offset: int = 0, limit: int = 50) -> dict[str, Any]:
+        """One page of a user's facts of any status (newest first), with counts by status and by category:
+        only the page's rows are built (a user may hold many thousands)."""
+        status_n: dict[str, int] = {}
+        category_n: dict[str, int] = {}
+        with self._lock:
+            facts = self._facts.get((tenant, user_id), {})
+            keys = []
+            for fid, f in facts.items():
+                status_n[f.status] = status_n.get(f.status, 0) + 1
+                category_n[f.category] = category_n.get(f.category, 0) + 1
+                if (status is None or f.status == status) and (category is None or f.category == category):
+                    keys.append((f.created, fid))
+            keys.sort(reverse=True)
+            rows = [facts[fid].info(fid) for _, fid in keys[offset:offset + limit]]
+        return {"facts": rows, "total": len(keys), "statuses": status_n, "categories": category_n}
 
     def item(self, tenant: str, namespace: tuple[str, ...], key: str) -> ItemInfo | None:
         """One framework store item, or None."""
@@ -1125,9 +1205,16 @@ class StateProjection(Projection):
             "version": pa.array([x[2] for x in its], pa.int64()),
             "detail": pa.array([_ENC.encode(x[3]) for x in its], pa.binary()),
         })
+        ux = [(k, q, False) for k, v in self._todo.items() for q in v] + [(k, q, True) for k, v in self._early.items() for q in v]
+        unextracted = pa.table({
+            "tenant": pa.array([x[0][0] for x in ux], pa.string()),
+            "session_id": pa.array([x[0][1] for x in ux], pa.string()),
+            "sequence": pa.array([x[1] for x in ux], pa.int64()),
+            "early": pa.array([x[2] for x in ux], pa.bool_()),
+        })
         meta = {"embedder": list(self._embedder) if self._embedder else None}
         tables = {"sessions": sessions, "session_users": session_users, "facts": facts, "notes": notes,
-                  "schedules": schedules, "tombstones": tombs, "items": items}
+                  "schedules": schedules, "tombstones": tombs, "items": items, "unextracted": unextracted}
         return tables, meta
 
     def tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
@@ -1231,6 +1318,9 @@ class StateProjection(Projection):
             info = idec.decode(detail)
             self._items.setdefault((tenant, info.namespace), {})[info.key] = info
             self._item_at[(tenant, iid)] = (info.namespace, info.key, version)
+        ux = t.get("unextracted", pa.table({c: [] for c in ("tenant", "session_id", "sequence", "early")}))
+        for tenant, sid, q, early in zip(_col(ux, "tenant"), _col(ux, "session_id"), _col(ux, "sequence"), _col(ux, "early")):
+            (self._early if early else self._todo).setdefault((tenant, sid), set()).add(q)
         emb = meta.get("embedder")
         self._embedder = (emb[0], int(emb[1])) if emb else None
 
@@ -1260,6 +1350,7 @@ _HANDLERS: dict[type, Any] = {
     ev.SummaryCommitted: StateProjection._on_summary,
     ev.SessionForgotten: StateProjection._on_session_forgotten,
     ev.UserForgotten: StateProjection._on_user_forgotten,
+    ev.ExtractionCompleted: StateProjection._on_extraction,
     ev.FactAsserted: StateProjection._on_fact_asserted,
     ev.FactReinforced: StateProjection._on_fact_reinforced,
     ev.FactDecayed: StateProjection._on_fact_decayed,

@@ -338,6 +338,12 @@ class TantivyChunks:
         return [math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
                 for df in (self._df(searcher, gen, tenant, t) for t in terms)]
 
+    def doc_freq(self, tenant: str, terms: Sequence[str]) -> list[int]:
+        """How many live documents of one tenant hold each analyzed term (0: never written there)."""
+        gen = self._gen
+        searcher = self._searcher()
+        return [self._df(searcher, gen, tenant, t) for t in terms]
+
     def _bm25(self, searcher: Any, gen: int, tenant: str, terms: Sequence[str], rows: Sequence[Row]) -> list[float]:
         n_docs, avgdl = self._tenant_stats(searcher, gen, tenant)
         idf = {}

@@ -19,6 +19,7 @@ This package depends on nothing else in eidetica but ``eidetica.errors``.
 from __future__ import annotations
 
 from ._base import CacheInfo, Embedder, check_vectors, normalize_rows
+from ._extractor import extractor_id
 from ._hash import HashEmbedder
 from ._llm import LLM, ExtractedFact, count_tokens
 from ._local import LocalEmbedder, SentenceTransformerEmbedder, default_embedder, default_model_path
@@ -45,4 +46,5 @@ __all__ = [
     "HeuristicExtractor",
     "ExtractiveSummarizer",
     "count_tokens",
+    "extractor_id",
 ]

@@ -1,0 +1,55 @@
+"""Revert: take back what one session's messages wrote (``Memory.revert``), as events.
+
+A prompt-injected conversation can plant facts; reverting its session retracts every fact
+whose every source message is in it (since a time), with ``FactDeleted(reason="revert")``
+written by the user's curator (the facts stream's one writer), so ``explain`` shows it. The
+messages stay unless asked (``messages=True``: the session is forgotten, or the messages
+since ``since`` are taken back). A fact that another session also stated keeps that source
+and stays. Reverting twice changes nothing: the second finds no live fact to retract.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from ._audit import who
+from .actors._text import check_id
+from .errors import InvalidInput, NotFound
+from .events.streams import session_stream
+
+__all__ = ["revert"]
+
+
+def revert(m: Any, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False,
+           request_id: str | None = None) -> dict[str, Any]:
+    """Retract the facts written from ``session_id``'s messages (since ``since``); returns what it retracted."""
+    check_id("user", user)
+    check_id("session_id", session_id)
+    if since is not None and (not isinstance(since, dt.datetime) or since.utcoffset() is None):
+        raise InvalidInput("since", "must be a timezone-aware datetime", since)
+    if not isinstance(messages, bool):
+        raise InvalidInput("messages", "must be True or False", messages)
+    # every message the session ever had (retracted or forgotten ones too: what they wrote is still to go)
+    said = [(rec.decode(), rec.time) for rec in m.log.read_stream(session_stream(m.tenant, session_id))
+            if rec.type in ("SessionStarted", "MessageAppended")]
+    if not said:
+        raise NotFound("session", session_id)
+    if getattr(said[0][0], "user_id", user) != user:
+        raise NotFound("session", session_id)  # another user's session is not this user's to revert
+    chosen = [(session_id, ev.sequence) for ev, t in said[1:] if since is None or t >= since]
+    by, rid = who(request_id)
+    facts = m.runtime.curator(m.tenant, user).retract_sourced(chosen, "revert", session_id, rid or "", by)
+    removed = 0
+    if messages:
+        h = m.session(session_id, user=user)
+        if since is None:
+            removed = len(h.history())
+            if removed:
+                h.forget()
+        else:
+            while (last := h.history(1)) and last[0].time >= since:
+                h.pop()
+                removed += 1
+    m._sync()
+    return {"session_id": session_id, "facts": facts, "messages_removed": removed}
