@@ -7,6 +7,9 @@ reuses connections. Retries are safe: appends carry caller-chosen event ids and
 duplicate; a retried delete that finds nothing counts as done; other writes are retried
 only when the connection was never made.
 
+A server that cannot be reached (refused, timed out; after the retries) raises
+``eidetica.Unavailable`` (``sent``: whether the request may have arrived), never an httpx error.
+
 Read floor: every write's answer names the log offsets it reached (``_wire.WRITTEN_HEADER``);
 ``written`` gathers them, to pass as another handle's ``min_offset`` (another server of the same
 Ray fleet, or an embedded / Ray handle) and so read this client's writes there.
