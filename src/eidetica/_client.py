@@ -7,6 +7,9 @@ reuses connections. Retries are safe: appends carry caller-chosen event ids and
 duplicate; a retried delete that finds nothing counts as done; other writes are retried
 only when the connection was never made.
 
+A server that cannot be reached (refused, timed out; after the retries) raises
+``eidetica.Unavailable`` (``sent``: whether the request may have arrived), never an httpx error.
+
 Read floor: every write's answer names the log offsets it reached (``_wire.WRITTEN_HEADER``);
 ``written`` gathers them, to pass as another handle's ``min_offset`` (another server of the same
 Ray fleet, or an embedded / Ray handle) and so read this client's writes there.
@@ -436,7 +439,6 @@ class RemoteMemory:
         kind = "application/vnd.apache.parquet" if source.suffix == ".parquet" else "application/x-ndjson"
         out = self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})
         return {"written": out["written"], "skipped": out["skipped"]}
-
 
     def compact(self) -> dict[str, int]:
         """Erase forgotten content from the served store's disk (redacted log, fresh indices); returns the report."""

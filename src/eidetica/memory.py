@@ -469,8 +469,8 @@ class Memory:
         self._sync()
         facts = [f for f in self.state.facts(self.tenant, user) if _holds(f.metadata, want)]
         if category is not None:
-            want = sanitize_category(category)
-            facts = [f for f in facts if f.category == want]
+            cat = sanitize_category(category)
+            facts = [f for f in facts if f.category == cat]
         facts = sorted(facts, key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id))[:limit]
         return [
             Hit(id=f.fact_id, kind="fact", text=f.content, score=_shown(f.confidence), time=f.created,

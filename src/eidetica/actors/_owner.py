@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from ..errors import DimensionMismatch, EmbeddingModelChanged, WrongExpectedVersion
 from ..events import EmbedderChanged, EventLog, NewEvent
 from ..events.streams import meta_stream
+from ._writer import append_expecting
 
 __all__ = ["StreamOwner", "EmbedderRecord", "EMBEDDER_STREAM"]
 
@@ -35,17 +36,9 @@ class StreamOwner:
     def record(self, events: Sequence[NewEvent]) -> int:
         """Append events decided elsewhere (reembed's vectors, an import) at this actor's version; returns the last offset."""
         with self._lock:
-            for attempt in range(3):
-                try:
-                    _, last = self.log.append(self.stream, list(events), self.version)
-                except WrongExpectedVersion:
-                    if attempt == 2:
-                        raise
-                    self.reload()  # another writer got there first: append after it
-                    continue
-                self.reload()  # the fold takes in what was recorded (an imported message, a note)
-                return last
-        raise AssertionError("unreachable")
+            _, _, last = append_expecting(self, lambda: list(events))  # a race: refold, then append after it
+            self.reload()  # the fold takes in what was recorded (an imported message, a note)
+            return last
 
 
 class EmbedderRecord:
