@@ -9,7 +9,7 @@ export RAY_AUTH_MODE := disabled
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test test-fast bench mutants clean
+.PHONY: install chromium demo test test-fast bench mutants clean
 
 install: $(STAMP)
 
@@ -24,7 +24,11 @@ $(STAMP): pyproject.toml
 demo: install
 	$(BIN)/eidetica demo
 
-test: install
+# The browser tests drive Debian's chromium through Playwright (never `playwright install`).
+chromium:
+	test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
+
+test: install chromium
 	$(BIN)/python -m pytest -q
 
 test-fast: install

@@ -9,6 +9,10 @@ Appends also report their CPU: ``server_cpu_ms_per_append`` (the server process)
 phase, and ``one_client_latency_ms``. Together they bound the speedup any number of clients
 can reach on this machine: ``ceiling_speedup = cores * one_client_latency / (server + client CPU
 per append)`` (16 clients cannot finish appends faster than the cores can pay for them).
+
+``/metrics`` is scraped every 0.5 s while the HTTP phases run (as Prometheus would); the
+``metrics`` field of the JSON line compares the server's ``eidetica_http_requests_total`` for the
+search and append routes with what this benchmark sent (``match``: equal).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import time
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 import eidetica
 from eidetica.cli import make_embedder
@@ -78,6 +83,33 @@ def timed_searches(m: object, queries: list[str], rounds: int, label: str = "", 
 
 
 APPEND_CPU: dict[int, dict[str, float]] = {}  # clients -> CPU ms per append of the server and of the clients
+SEARCH_ROUTE = ("/v1/search", "POST", "200")
+APPEND_ROUTE = ("/v1/users/{user}/sessions/{session_id}/messages", "POST", "201")
+
+
+def requests_counted(url: str) -> dict[tuple[str, str, str], float]:
+    """``eidetica_http_requests_total`` of the server by (route, method, status), from /metrics."""
+    text = httpx.get(url + "/metrics", timeout=30).text
+    return {(s.labels["route"], s.labels["method"], s.labels["status"]): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples
+            if s.name == "eidetica_http_requests_total"}
+
+
+class Scraper(threading.Thread):
+    """Scrapes /metrics every ``period`` seconds until stopped, as a Prometheus server would."""
+
+    def __init__(self, url: str, period: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.url, self.period, self.scrapes, self.failures = url, period, 0, 0
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.period):
+            try:
+                requests_counted(self.url)
+                self.scrapes += 1
+            except (httpx.HTTPError, ValueError, KeyError):
+                self.failures += 1
 
 
 def appends(url: str, clients: int, per_client: int, tag: str, server_pid: int | None = None) -> float:
@@ -146,6 +178,9 @@ def main() -> None:
                         break
                 except httpx.TransportError:
                     time.sleep(0.1)
+            before = requests_counted(url)
+            scraper = Scraper(url)
+            scraper.start()
             client = eidetica.connect(url)
             http = timed_searches(client, queries, rounds, "http", server.pid)
             client.close()
@@ -154,6 +189,17 @@ def main() -> None:
             print(f"1 client: {one} appends/s", file=sys.stderr, flush=True)
             many = appends(url, 16, many_per, "many", server.pid)
             print(f"16 clients: {many} appends/s ({many / one:.1f}x)", file=sys.stderr, flush=True)
+            scraper.done.set()
+            scraper.join()
+            after = requests_counted(url)
+            sent = {"searches": len(queries) + len(http), "appends": one_n + 16 * many_per}  # warm-up pass included
+            counted = {"searches": after.get(SEARCH_ROUTE, 0) - before.get(SEARCH_ROUTE, 0),
+                       "appends": after.get(APPEND_ROUTE, 0) - before.get(APPEND_ROUTE, 0)}
+            metrics = {"scrapes": scraper.scrapes, "scrape_failures": scraper.failures,
+                       "searches_sent": sent["searches"], "searches_counted": int(counted["searches"]),
+                       "appends_sent": sent["appends"], "appends_counted": int(counted["appends"]),
+                       "match": sent == counted}
+            print(f"/metrics: {metrics}", file=sys.stderr, flush=True)
         finally:
             server.terminate()
             server.wait(60)
@@ -180,6 +226,7 @@ def main() -> None:
         "one_client_client_cpu_ms_per_append": round(APPEND_CPU[1]["client"], 3),
         # what 2 cores allow: 16 clients can beat one by at most cores x (one append's wall time / its CPU)
         "ceiling_speedup": round((os.cpu_count() or 1) * (1000 / one) / (APPEND_CPU[16]["server"] + APPEND_CPU[16]["client"]), 2),
+        "metrics": metrics,
         "loadavg_1m": round(os.getloadavg()[0], 1), "cpus": os.cpu_count(), "targets_met": p50(http) - p50(inproc) <= 3.0 and many >= 5 * one,
     }
     print(json.dumps(result))

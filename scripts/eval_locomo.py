@@ -452,6 +452,128 @@ def retrieve(m: Any, conv: Conversation, question: str, mode: str, k: int, param
     return hits_to_turns([h for h in hits if _get(h, "kind") != "summary"])[:k]
 
 
+# -- what the agent receives (context, recall, search with no options) -------------------------
+AGENT_TENANT = "locomo-agent-{}"
+FOREIGN_QUESTIONS = 40  # another conversation's questions asked of each store (abstention)
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def turn_sentences(text: str) -> list[str]:
+    """A turn's sentences of at least four words (the whole text when it has none): the units a
+    block must quote for the turn to count as delivered (a lone "Wow!" matches anything)."""
+    parts = [" ".join(p.split()) for p in _SENTENCE.split(text)]
+    long = [p for p in parts if len(p.split()) >= 4]
+    return long or [" ".join(text.split())]
+
+
+def delivered(evidence: Sequence[str], texts: str, turn_ids: set[str], sentences: Mapping[str, list[str]]) -> float:
+    """Share of evidence turns delivered: named by a hit (its ``dia_id`` or a fact's source) or
+    quoted (one of its sentences appears in the returned text)."""
+    flat = " ".join(texts.split())
+    got = sum(1 for t in evidence if t in turn_ids or any(s in flat for s in sentences.get(t, ())))
+    return got / len(evidence)
+
+
+def ingest_appends(m: Any, conv: Conversation, style: str = "name", advance: Callable[[int], None] = lambda n: None) -> None:
+    """The README's way: one ``append`` per turn, defaults only (summaries roll when the session's budget says)."""
+    for s in conv.sessions:
+        h = m.session(f"session-{s.number}", user=USER)
+        for t in s.turns:
+            msg = turn_message(t, style)
+            h.append(msg["role"], msg["content"], msg["metadata"], time=msg["time"])
+        advance(len(s.turns))
+    if getattr(m, "extraction_failures", 0):
+        m.sweep(now=conv.sessions[-1].turns[-1].time)
+
+
+def context_sections(block: str) -> dict[str, list[str]]:
+    """The lines of a ``context()`` block under each ``###`` heading (non-empty lines only)."""
+    out: dict[str, list[str]] = {}
+    cur = ""
+    for line in block.splitlines():
+        if line.startswith("### "):
+            cur = line[4:].strip()
+            out.setdefault(cur, [])
+        elif line.startswith("## ") or not line.strip():
+            continue
+        elif cur:
+            out[cur].append(line)
+    return out
+
+
+def foreign_questions(conv: Conversation, others: Sequence[Conversation], n: int = FOREIGN_QUESTIONS,
+                      swap: bool = False) -> list[str]:
+    """``n`` questions (evenly spaced, with evidence) of the conversation after ``conv`` in ``others``;
+    ``swap``: with that conversation's speakers renamed to ``conv``'s (a never-discussed topic
+    about people this memory knows: the names no longer give it away)."""
+    ids = [c.conv_id for c in others]
+    if len(others) < 2 or conv.conv_id not in ids:
+        return []
+    nxt = others[(ids.index(conv.conv_id) + 1) % len(others)]
+    qs = [q.question for q in nxt.questions if q.evidence]
+    step = max(1, len(qs) // n)
+    qs = qs[::step][:n]
+    if swap:
+        for a, b in ((nxt.speaker_a, conv.speaker_a), (nxt.speaker_b, conv.speaker_b)):
+            if a and b:
+                qs = [re.sub(rf"\b{re.escape(a)}\b", b, q) for q in qs]
+    return qs
+
+
+def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: Any,
+                       swapped: Sequence[str] = ()) -> dict[str, list[float]]:
+    """Per question: what ``context()``, ``recall()`` and ``search()`` (no options) deliver of its evidence,
+    ``context()``'s latency (query embedding included); per foreign question: whether search answers
+    and whether the block shows anything outside ``### Profile`` (``swapped``: the same with the
+    speakers renamed, ``foreign_swapped_*``)."""
+    sentences = {t.dia_id: turn_sentences(t.plain or t.text) for s in conv.sessions for t in s.turns}
+    fact_turns = {f.text: set(hit_turns(f)) for f in m.list_memories(user=USER, limit=10_000)}
+    clear = getattr(emb, "cache_clear", lambda: None)
+    out: dict[str, list[float]] = {"context": [], "recall": [], "search": [], "context_ms": [], "context_tokens": [],
+                                   "foreign_search": [], "foreign_context": [], "foreign_swapped_search": [],
+                                   "foreign_swapped_context": []}
+    from eidetica.providers import count_tokens
+
+    for q in conv.questions:
+        if not q.evidence:
+            continue
+        clear()
+        t0 = time.perf_counter()
+        block = m.context(q.question, user=USER)
+        out["context_ms"].append((time.perf_counter() - t0) * 1000)
+        out["context_tokens"].append(count_tokens(block))
+        named = {t for text, ts in fact_turns.items() if text in block for t in ts}
+        out["context"].append(delivered(q.evidence, block, named, sentences))
+        for name, hits in (("recall", m.recall(q.question, user=USER)), ("search", m.search(q.question, user=USER))):
+            turns = set(hits_to_turns([h for h in hits if _get(h, "kind") != "summary"]))
+            out[name].append(delivered(q.evidence, " ".join(_get(h, "text") for h in hits), turns, sentences))
+    for key, questions in (("foreign", foreign), ("foreign_swapped", swapped)):
+        for question in questions:
+            out[f"{key}_search"].append(float(bool(m.search(question, user=USER))))
+            secs = context_sections(m.context(question, user=USER))
+            out[f"{key}_context"].append(float(any(lines for name, lines in secs.items() if name != "Profile")))
+    return out
+
+
+def agent_summary(rows: Mapping[str, Mapping[str, list[float]]]) -> dict[str, Any]:
+    """Means over every question (and per conversation) of ``agent_conversation``'s rows."""
+    def mean(v: Sequence[float]) -> float:
+        return round(sum(v) / len(v), 4) if v else 0.0
+
+    keys = ("context", "recall", "search", "foreign_search", "foreign_context", "foreign_swapped_search",
+            "foreign_swapped_context")
+    allv = {k: [x for r in rows.values() for x in r[k]] for k in (*keys, "context_ms", "context_tokens")}
+    return {
+        **{k: mean(allv[k]) for k in keys},
+        "context_ms_p50": round(percentile(allv["context_ms"], 50), 2),
+        "context_ms_p95": round(percentile(allv["context_ms"], 95), 2),
+        "context_tokens_p50": round(percentile(allv["context_tokens"], 50), 1),
+        "questions": len(allv["context"]),
+        "foreign_questions": len(allv["foreign_search"]),
+        "by_conversation": {c: {k: mean(r[k]) for k in keys} for c, r in rows.items()},
+    }
+
+
 @dataclass
 class ModeResult:
     """Scores and per-question latencies of one mode."""
@@ -510,8 +632,14 @@ def run_eval(
     config: Any = None,
     style: str = "name",
     embed_cache: Path | None = None,
+    agent: bool = False,
+    others: Sequence[Conversation] | None = None,
 ) -> dict[str, Any]:
     """Ingest each conversation as its own tenant, evaluate every mode, return the results dict.
+
+    ``agent``: also what the agent receives with no options (``agent_conversation``), from a
+    second tenant per conversation ingested one ``append`` at a time; ``others``: the
+    conversations whose questions are asked of each store for abstention (default: these).
 
     ``style``: how turns are written (``turn_message``); ``embed_cache``: a directory for the
     disk cache of turn vectors (``cached_embedder``), None for none.
@@ -527,13 +655,16 @@ def run_eval(
     skipped = 0
     grid_scores: dict[str, list[list[float]]] = {}
     per_conv: dict[str, dict[str, float]] = {}  # mode -> conversation -> recall@10
+    agent_rows: dict[str, dict[str, list[float]]] = {}
     ingest_s = 0.0
     total_turns = sum(c.n_turns for c in conversations)
     bar = _progress(progress, total_turns)
     try:
         for conv in conversations:
-            m = open_memory(root, f"locomo-{conv.conv_id}", emb, llm, config)
+            m = open_memory(root, f"locomo-{conv.conv_id}", emb, llm, config) if modes else None
             try:
+                if m is None:
+                    raise _NoModes
                 t0 = time.perf_counter()
                 _use_disk(emb, True)
                 # every session rolled into its summary whatever modes run: the defaults search
@@ -555,8 +686,23 @@ def run_eval(
                 facts = len(m.list_memories(user=USER, limit=10_000))
                 log(f"conversation {conv.conv_id}: {conv.n_turns} turns, {len(conv.questions)} questions, "
                     f"{facts} facts, {stats.get('summaries_committed', 0)} summaries, {stats['index']['rows']} index rows")
+            except _NoModes:
+                pass
             finally:
-                m.close()
+                if m is not None:
+                    m.close()
+            if agent:
+                m = open_memory(root, AGENT_TENANT.format(conv.conv_id), emb, llm, config)
+                try:
+                    _use_disk(emb, True)
+                    ingest_appends(m, conv, style)
+                    _use_disk(emb, False)
+                    agent_rows[conv.conv_id] = agent_conversation(
+                        m, conv, foreign_questions(conv, others or conversations), emb,
+                        foreign_questions(conv, others or conversations, swap=True))
+                    log(f"conversation {conv.conv_id} (agent): " + json.dumps(agent_summary({conv.conv_id: agent_rows[conv.conv_id]})["by_conversation"][conv.conv_id]))
+                finally:
+                    m.close()
     finally:
         bar.close()
         getattr(emb, "save", lambda: None)()
@@ -588,7 +734,13 @@ def run_eval(
     }
     if holdout:
         out["holdout"] = leave_one_out(grid_scores, GRID)
+    if agent:
+        out["agent"] = agent_summary(agent_rows)
     return out
+
+
+class _NoModes(Exception):
+    """No retrieval mode asked for: only the agent rows run."""
 
 
 def _use_disk(emb: Any, on: bool) -> None:
@@ -680,9 +832,9 @@ def best_mode(results: Mapping[str, Any]) -> str:
 def summary_line(results: Mapping[str, Any]) -> dict[str, Any]:
     """The last-line JSON object: headline metrics of the defaults row (``hybrid``; the best mode
     when it was not run) plus every mode's numbers."""
-    best = best_mode(results)
+    best = best_mode(results) if results["by_mode"] else None
     head = HEADLINE if HEADLINE in results["by_mode"] else best
-    b = results["by_mode"][head]
+    b = results["by_mode"][head] if head else {}
     out: dict[str, Any] = {}
     for key in ("recall_at_10", "recall_at_5", "recall_at_25", "any_at_10", "all_at_10", "query_ms_p50",
                 "query_cpu_ms_p50"):
@@ -705,6 +857,8 @@ def summary_line(results: Mapping[str, Any]) -> dict[str, Any]:
     })
     if "holdout" in results:
         out["holdout"] = results["holdout"]
+    if "agent" in results:
+        out["agent"] = results["agent"]
     return out
 
 
@@ -745,7 +899,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point; prints tables and the JSON line (see ``--help``)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA), help="directory of LoCoMo <id>.json files (default: %(default)s)")
-    ap.add_argument("--modes", nargs="+", default=list(ALL_MODES), choices=ALL_MODES,
+    ap.add_argument("--modes", nargs="*", default=list(ALL_MODES), choices=ALL_MODES,
                     help="retrieval modes (default: %(default)s)")
     ap.add_argument("--k", nargs="+", type=int, default=list(DEFAULT_KS), help="cut-offs (default: 5 10 25)")
     ap.add_argument("--limit-conversations", type=int, default=None, help="only the first N conversations")
@@ -756,6 +910,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint for extraction and summaries")
     ap.add_argument("--llm-model", default="gpt-4o-mini", help="model name for --llm-base-url")
     ap.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    ap.add_argument("--agent", action="store_true",
+                    help="also what the agent receives with no options: context(), recall(), search() evidence "
+                         "shares, abstention on another conversation's questions, context() latency "
+                         "(a second tenant per conversation, one append per turn)")
     ap.add_argument("--holdout", action="store_true",
                     help="also leave-one-conversation-out: choose the hybrid mode's parameters from GRID on the "
                          "other conversations, score the held-out one (adds about 6 s per grid point per conversation)")
@@ -786,14 +944,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run_eval(convs, modes=modes, ks=args.k, store=Path(args.store) if args.store else None,
                        embedder=args.embedder, llm=llm, progress=not args.json, log=log, holdout=args.holdout,
                        config=config, style=args.speaker_style,
-                       embed_cache=None if args.embed_cache == "none" else Path(args.embed_cache))
+                       embed_cache=None if args.embed_cache == "none" else Path(args.embed_cache),
+                       agent=args.agent, others=load_dataset(data) if args.agent else None)
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    if not args.json:
+    if not args.json and results["by_mode"]:
         print(format_tables(results), flush=True)
         print("recall@10 per conversation: " + "; ".join(
             f"{mode} " + " ".join(f"{c}: {v:.3f}" for c, v in r["by_conversation"].items())
             for mode, r in results["by_mode"].items()), flush=True)
+        if "agent" in results:
+            a = results["agent"]
+            print(f"agent (no options): context {a['context']:.3f}, recall {a['recall']:.3f}, search {a['search']:.3f} "
+                  f"of evidence turns; other conversation's questions: search answers {a['foreign_search']:.3f}, "
+                  f"context shows more than the profile {a['foreign_context']:.3f} (speakers renamed: "
+                  f"{a['foreign_swapped_search']:.3f} / {a['foreign_swapped_context']:.3f}); context p50 "
+                  f"{a['context_ms_p50']:.1f} ms, {a['context_tokens_p50']:.0f} tokens", flush=True)
         if "holdout" in results:
             h = results["holdout"]
             print(f"leave-one-conversation-out ({h['mode']}): recall@10 {h['recall_at_10']:.3f} held out; "

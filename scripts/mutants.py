@@ -44,6 +44,7 @@ class Mutant:
 
 LOG = "src/eidetica/events/log.py"
 ARROW = "src/eidetica/events/arrow_log.py"
+ENVELOPE = "src/eidetica/events/envelope.py"
 INDEX = "src/eidetica/projections/_index.py"
 RANKING = "src/eidetica/projections/_ranking.py"
 TANTIVY = "src/eidetica/projections/_tantivy.py"
@@ -70,6 +71,13 @@ MUTANTS = [
            "                if len(requests) > 1:\n                    ids.update(",
            "                if False:\n                    ids.update(",
            ("tests/test_log_group_commit.py::test_the_same_events_queued_in_one_group_are_written_once",)),
+    Mutant("a known id with other content taken as a retry", LOG,
+           '            if kind != "Redacted" and (kind != ev.type or payload != ev.payload):\n',
+           "            if False:\n",
+           ("tests/test_log_conformance.py",)),
+    Mutant("event ids shared between tenants", ENVELOPE,
+           '    h = _tenant_hash(tenant).copy()\n', '    h = _tenant_hash("").copy()\n',
+           ("tests/test_log_conformance.py",)),
     Mutant("no expected-version check", LOG,
            "                    raise WrongExpectedVersion(req.stream, exp, actual)\n",
            "                    pass\n",

@@ -47,7 +47,8 @@ from typing import Any
 import pytest
 
 from eidetica.providers import HashEmbedder, OfflineLLM, count_tokens
-from eidetica.providers._openai import CONTRADICTION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
+from eidetica.providers._offline import fact_attribute
+from eidetica.providers._openai import CONTRADICTION_PROMPT, DECISION_PROMPT, EXTRACTION_PROMPT, SUMMARY_PROMPT
 
 __all__ = ["FakeOpenAI", "fake_openai", "RecordedRequest"]
 
@@ -57,6 +58,7 @@ KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "t
 _EXTRACTION_MARK = EXTRACTION_PROMPT.splitlines()[0]
 _SUMMARY_MARK = SUMMARY_PROMPT.splitlines()[0]
 _CONTRADICTION_MARK = CONTRADICTION_PROMPT.splitlines()[0]
+_DECISION_MARK = DECISION_PROMPT.splitlines()[0]
 
 
 @dataclass
@@ -250,6 +252,8 @@ class FakeOpenAI:
             target = int(m.group(1)) if m else 100
             previous, transcript = _split_summary_request(user)
             return self._llm.summarize(transcript, target_tokens=target, previous_summary=previous) or "(nothing to summarise)"
+        if _DECISION_MARK in system:
+            return _default_decision(user, self._llm)
         if _CONTRADICTION_MARK in system:
             old = re.search(r"^OLD:\s*(.*)$", user, re.MULTILINE)
             new = re.search(r"^NEW:\s*(.*)$", user, re.MULTILINE)
@@ -257,6 +261,19 @@ class FakeOpenAI:
                 return "YES"
             return "NO"
         return "OK"
+
+
+def _default_decision(user: str, llm: OfflineLLM) -> str:
+    """A plausible model's answer: NONE for a restatement, UPDATE for a new value of one attribute, else ADD."""
+    new = re.search(r"^NEW:\s*(.*)$", user, re.MULTILINE)
+    fact = new.group(1) if new else ""
+    for i, old in re.findall(r"^(\d+): (.*)$", user, re.MULTILINE):
+        if " ".join(old.lower().split()).rstrip(".") == " ".join(fact.lower().split()).rstrip("."):
+            return json.dumps({"event": "NONE", "id": i})
+        same = fact_attribute(old) and fact_attribute(old) == fact_attribute(fact)
+        if same or llm.contradicts(old, fact):
+            return json.dumps({"event": "UPDATE", "id": i, "text": fact})
+    return json.dumps({"event": "ADD"})
 
 
 def _split_summary_request(user: str) -> tuple[str, list[tuple[str, str]]]:

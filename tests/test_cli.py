@@ -137,6 +137,10 @@ def test_export_import_round_trip(tmp_path, store) -> None:
         fresh = tmp_path / f"fresh-{fmt}"
         out = run("import", str(dump), store=fresh)
         assert out.returncode == 0, out.stderr
+        n = int(run("export", "-o", str(tmp_path / "n.jsonl"), store=store).stdout.split()[1])
+        assert f"{n} events written, 0 skipped" in out.stdout.replace("\n", "")
+        again = run("import", str(dump), store=fresh)  # a second time: nothing written, and it says so
+        assert "0 events written, " + f"{n} skipped (already in the store)" in again.stdout.replace("\n", "")
         a = json.loads(run("recall", "where does Ada live", "--user", "ada", "--json", store=store).stdout)
         b = json.loads(run("recall", "where does Ada live", "--user", "ada", "--json", store=fresh).stdout)
         assert [(h["id"], h["text"], h["score"]) for h in a] == [(h["id"], h["text"], h["score"]) for h in b]
@@ -180,6 +184,10 @@ def test_demo_runs_and_reruns(tmp_path) -> None:
         assert out.returncode == 0, out.stderr
         assert "Rolling session summary" in out.stdout
         assert "store statistics" in out.stdout
+        # the first screen: current facts (Grace's new diet, not the superseded one) and a block that answers
+        first = out.stdout.split("Rolling session summary")[0]
+        assert "pescatarian now" in first and "I'm vegetarian" not in first
+        assert "## Relevant Memory" in first
 
 
 # -- #21 items 11 and 12 -------------------------------------------------------------------
@@ -226,3 +234,32 @@ def test_snapshot_and_stats_show_its_age_and_tail(store) -> None:
     assert after["age_s"] is not None and after["tail_events"] == 0
     table = run("stats", store=store).stdout
     assert "snapshot age" in table and "snapshot tail" in table
+
+
+# -- #36 item 1: keys follow the store ---------------------------------------------------------
+@pytest.mark.parametrize("args", [("list",), ("create", "--tenant", "acme"), ("revoke", "abc")])
+def test_keys_commands_refuse_a_path_without_a_store(tmp_path, monkeypatch, args) -> None:
+    monkeypatch.chdir(tmp_path)
+    nope = tmp_path / "nonexistent"
+    out = run("keys", *args, "--path", str(nope))
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    assert f"no eidetica store at {nope}" in out.stderr and "--path" in out.stderr
+    out = run("keys", *args)  # neither --path nor $EIDETICA_PATH: ./eidetica-data is not made up
+    assert out.returncode == 1 and "no eidetica store at eidetica-data" in out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_keys_follow_the_store_named_by_path_or_environment(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = tmp_path / "store"
+    assert run("remember", "x", store=store).returncode == 0
+    out = run("keys", "create", "--tenant", "acme", "--name", "ci", store=store)  # $EIDETICA_PATH only
+    assert out.returncode == 0, out.stderr
+    kid = out.stdout.strip().splitlines()[-1].split("_")[1]
+    assert (store / "keys.json").is_file() and not (tmp_path / "eidetica-data").exists()
+    assert kid in run("keys", "list", "--path", str(store)).stdout
+    assert run("keys", "revoke", kid, store=store).returncode == 0
+    fresh = tmp_path / "fresh"  # keys before the server's first start: --init makes the directory
+    assert run("keys", "create", "--tenant", "acme", "--path", str(fresh)).returncode == 1
+    assert run("keys", "create", "--tenant", "acme", "--init", "--path", str(fresh)).returncode == 0
+    assert "acme" in run("keys", "list", "--path", str(fresh)).stdout

@@ -223,3 +223,24 @@ def test_one_dev_conversation_end_to_end(tmp_path) -> None:
     assert last["query_cpu_ms_p50"] == last["by_mode"]["hybrid"]["query_cpu_ms_p50"]
     full = json.loads((tmp_path / "full.json").read_text())
     assert full["turns"] == 419 and full["ingest_s"] > 0
+
+
+def test_agent_rows_count_quoted_and_named_turns(tiny, tmp_path) -> None:
+    # a turn counts when a hit names it or the text quotes one of its sentences (short ones alone never count)
+    sents = {"D1:1": ev.turn_sentences("Wow! I adopted a cat named Pixel."), "D1:2": ev.turn_sentences("Cute!")}
+    assert sents["D1:1"] == ["I adopted a cat named Pixel."] and sents["D1:2"] == ["Cute!"]
+    assert ev.delivered(["D1:1", "D1:2"], "- I adopted a  cat named Pixel. (2023)", set(), sents) == 0.5
+    assert ev.delivered(["D1:1", "D1:2"], "", {"D1:2"}, sents) == 0.5
+    assert ev.context_sections("## Relevant Memory\n\n### Profile\n- a\n\n### Facts\n- b\n") == {
+        "Profile": ["- a"], "Facts": ["- b"]}
+    other = ev.Conversation("8", "A", "B", [], [ev.Question(f"q{i}?", 4, ("D1:1",)) for i in range(90)])
+    assert ev.foreign_questions(tiny, [tiny, other]) == [f"q{i}?" for i in range(0, 80, 2)]
+    other.questions[0] = ev.Question("What did A paint?", 4, ("D1:1",))
+    assert ev.foreign_questions(tiny, [tiny, other], swap=True)[0] == "What did Ana paint?"
+    res = ev.run_eval([tiny], modes=[], ks=(1, 5), store=tmp_path / "store", embedder="hash", progress=False,
+                      log=lambda s: None, agent=True, others=[tiny, other])
+    a = res["agent"]
+    assert a["questions"] == 4 and a["foreign_questions"] == 40 and res["by_mode"] == {}
+    for key in ("context", "recall", "search", "foreign_search", "foreign_context"):
+        assert 0.0 <= a[key] <= 1.0, key
+    assert a["context_ms_p50"] > 0 and "agent" in ev.summary_line(res)

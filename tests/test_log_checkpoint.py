@@ -11,7 +11,7 @@ import warnings
 
 import pytest
 
-from eidetica.errors import InvalidInput
+from eidetica.errors import EventIdConflict, InvalidInput
 from eidetica.events import ArrowLog
 from eidetica.events.arrow_log import CHECKPOINT_MAGIC, CHECKPOINT_NAME, CheckpointWarning
 from eidetica.events.log import _IdIndex
@@ -77,9 +77,10 @@ def test_checkpointed_open_equals_a_full_scan_and_keeps_idempotency(tmp_path) ->
         assert log._parts[0].batches.frozen_first[-1] < log.head()
         # retries of covered and uncovered appends return their first offsets, write nothing
         assert log.append("s0", evs[0:3]) == (0, 2)
-        assert log.append("s1", evs[-3:]) == (len(evs) - 3, len(evs) - 1)
-        assert log.event_offset(evs[40].event_id, "s1") == 40
-        with pytest.raises(InvalidInput):
+        assert log.append(f"s{36 % 3}", evs[-3:]) == (len(evs) - 3, len(evs) - 1)  # batch 36 went to s0
+        assert log.event_offset(evs[40].event_id, "s1", evs[40].tenant) == 40
+        assert log.event_offset(evs[40].event_id, "s1", "another tenant") is None
+        with pytest.raises(EventIdConflict):
             log.append("s0", [evs[0], msg(999)])  # some but not all already appended
         assert log.head() == len(evs)
         assert log.append("s2", [msg(1000)], log.stream_version("s2")) == (len(evs), len(evs))
@@ -93,7 +94,7 @@ def test_damaged_or_stale_checkpoint_is_refused_with_a_warning(tmp_path) -> None
     good = ckpt.read_bytes()
     body = good.index(b"\n", len(CHECKPOINT_MAGIC) + 65) + 1  # the id map's arrays start here
     in_ids = good[: body + 3] + bytes([good[body + 3] ^ 1]) + good[body + 4 :]  # an id no structural check notices
-    for damaged in (good[:-1] + bytes([good[-1] ^ 1]), good[: len(good) // 2], good.replace(b'"version": 1', b'"version": 0'),
+    for damaged in (good[:-1] + bytes([good[-1] ^ 1]), good[: len(good) // 2], good.replace(b'"version": 2', b'"version": 1'),
                     in_ids):
         ckpt.write_bytes(damaged)
         with pytest.warns(CheckpointWarning), ArrowLog(path, readonly=True) as log:

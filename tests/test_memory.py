@@ -16,8 +16,9 @@ import pytest
 import eidetica
 import eidetica._client
 from eidetica.actors import MemoryConfig, Summarizer
-from eidetica.errors import EmbeddingModelChanged, InvalidInput, NotFound, WrongExpectedVersion
+from eidetica.errors import EmbeddingModelChanged, EventIdConflict, InvalidInput, NotFound, WrongExpectedVersion
 from eidetica.events.streams import facts_stream, session_stream, summary_stream
+from eidetica.projections._ranking import default_options
 from eidetica.providers import HashEmbedder, OfflineLLM
 
 T0 = dt.datetime(2026, 11, 1, 9, 0, tzinfo=dt.timezone.utc)
@@ -163,6 +164,86 @@ def test_append_read_history_and_metadata(mem) -> None:
     assert hist[1].metadata == steps
     assert [m.content for m in s.history(2)] == ["hi, how can I help?", "result: 42"]
     assert [m.content for m in s.read()][-1] == "result: 42"
+
+
+def test_an_event_id_is_a_retry_only_for_the_same_message(mem) -> None:
+    import uuid
+
+    s1, s2 = mem.session("s1", user="ada"), mem.session("s2", user="ada")
+    eid = uuid.uuid4()
+    first = s1.append("user", "booked the train to Porto", event_id=eid)
+    head = log_head(mem)
+    assert s1.append("user", "booked the train to Porto", event_id=eid) <= first  # a retry: nothing written
+    # the same id with anything else would be acknowledged and never stored: refused, naming the id
+    for session, content in ((s1, "booked the bus to Porto"), (s2, "booked the train to Porto"), (s2, "other")):
+        with pytest.raises(EventIdConflict) as e:
+            session.append("user", content, event_id=eid)
+        assert e.value.event_id == str(eid) and str(eid) in str(e.value)
+    with pytest.raises(EventIdConflict):
+        s1.append("assistant", "booked the train to Porto", event_id=eid)
+    with pytest.raises(EventIdConflict):  # with a fresh id beside it: still nothing of the append is stored
+        s2.extend([{"role": "user", "content": "fresh"}, {"role": "user", "content": "x", "event_id": eid}])
+    assert log_head(mem) == head
+    mem = reopen(mem)
+    assert [x.content for x in mem.session("s1", user="ada").history()] == ["booked the train to Porto"]
+    assert [x.session_id for x in mem.list_sessions()] == ["s1"]
+    if not is_remote(mem):  # another tenant's ids are its own: the same id there is its own event
+        other = mem.for_tenant("globex")
+        o = other.session("s1", user="ada").append("user", "globex's message", event_id=eid)
+        assert o > first and other.session("s1", user="ada").append("user", "globex's message", event_id=eid) <= o
+        assert [x.content for x in other.session("s1", user="ada").history()] == ["globex's message"]
+        assert [x.content for x in mem.session("s1", user="ada").history()] == ["booked the train to Porto"]
+    mem.close()
+
+
+def test_compact_redacts_only_the_tenant_that_took_a_message_back(tmp_path, clock) -> None:
+    import uuid
+
+    eid = uuid.uuid4()
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock) as m:
+        b = m.for_tenant("globex")
+        m.session("s", user="ada").append("user", "acme's words", event_id=eid)
+        b.session("s", user="ada").append("user", "globex's words", event_id=eid)
+        assert m.session("s", user="ada").pop().content == "acme's words"
+        m.compact()
+        b = m.for_tenant("globex")
+        assert [x.content for x in b.session("s", user="ada").history()] == ["globex's words"]
+        assert [h.text for h in b.search("globex words", user="ada", min_score=0.0)] == ["globex's words"]
+        assert m.session("s", user="ada").history() == []
+
+
+def test_import_rekeys_into_the_importing_tenant_and_counts_written_and_skipped(tmp_path, clock) -> None:
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock) as m:
+        m.session("s1", user="ada").append("user", "I moved to Lisbon last spring")
+        fid = m.remember("Ada lives in Lisbon", user="ada")
+        dump = tmp_path / "acme.jsonl"
+        n = m.export(dump)
+        assert m.import_(dump) == {"written": 0, "skipped": n}  # its own export: all there already
+        b = m.for_tenant("globex")
+        head = m.log.head()
+        assert b.import_(dump) == {"written": n, "skipped": 0}  # another tenant's export: globex's own events now
+        assert m.log.head() == head + n
+        facts = sorted(h.id for h in m.list_memories(user="ada"))
+        assert fid in facts and sorted(h.id for h in b.list_memories(user="ada")) == facts
+        assert [x.content for x in b.session("s1", user="ada").history()] == ["I moved to Lisbon last spring"]
+        assert b.import_(dump) == {"written": 0, "skipped": n}  # twice: nothing more, and it says so
+        assert m.log.head() == head + n
+        # acme's data is its own still: globex forgetting the fact leaves acme's
+        b.forget(fid, user="ada")
+        assert sorted(h.id for h in m.list_memories(user="ada")) == facts
+        # an export whose id already names another event of the tenant is refused before anything is written
+        rows = [json.loads(line) for line in dump.read_text().splitlines()]
+        msg = next(r for r in rows if r["type"] == "MessageAppended")
+        msg["event"]["content"] = "I moved to Porto"
+        bad = tmp_path / "bad.jsonl"
+        extra = dict(rows[0], event_id="00000000-0000-4000-8000-000000000001")
+        bad.write_text("\n".join(json.dumps(r) for r in [extra, *rows]) + "\n")
+        c = m.for_tenant("initech")
+        c.import_(dump)
+        head = m.log.head()
+        with pytest.raises(EventIdConflict) as e:
+            c.import_(bad)
+        assert e.value.event_id == msg["event_id"] and m.log.head() == head
 
 
 def test_read_returns_the_last_n_within_budget(tmp_path, clock) -> None:
@@ -327,11 +408,12 @@ def test_recall_makes_hits_of_only_what_it_returns_and_returns_what_the_full_sea
                   for i, w in enumerate(words * 2)] + [{"role": "user", "content": facts[0]}])
         for q in ("tea jazz", "Lisbon", "bees and chess today", "piano"):
             for k in (1, 3, 10):
-                full = m._search(q, top_k=4 * k, user="ada", kinds=["fact", "message"], names=True)
+                # one calibrated scale, search's defaults: no fact-first re-sort
+                full = m._search(q, top_k=4 * k, user="ada", kinds=["fact", "message"], names=True,
+                                 **default_options())
                 seen = {h.text for h in full if h.kind == "fact"}
                 want = [h for h in full if h.kind == "fact" or (h.metadata.get("role", "user") == "user"
-                                                                and h.text not in seen)]
-                want = sorted(want, key=lambda h: not (h.kind == "fact" and h.score >= 0.20))[:k]
+                                                                and h.text not in seen)][:k]
                 got = m.recall(q, top_k=k, user="ada")
                 assert got == want and got, (q, k)
                 assert any(h.kind == "message" for h in m.recall("today", top_k=10, user="ada"))
@@ -649,13 +731,27 @@ def test_recency_option_prefers_newer_messages(mem, clock) -> None:
 def test_context_block(mem) -> None:
     mem.remember("Ada is vegetarian", category="food", user="ada")
     mem.store_note("Ada asked for a window seat", user="ada")
+    mem.remember("I am allergic to shellfish", category="health", user="ada")
+    mem.session("c1", user="ada").append("user", "I adopted a greyhound called Biscuit last spring")
     block = mem.context("what should Ada eat", user="ada")
     assert block.startswith("## Relevant Memory")
-    assert "vegetarian" in block and "[Food | " in block
+    # the standing health fact is profile, shown for any question; the food fact answers this one
+    assert "### Profile\n- I am allergic to shellfish (health)" in block
+    assert "### Facts\n- Ada is vegetarian (food)" in block
+    dog = mem.context("what breed is the dog Biscuit", user="ada")
+    assert "### From past conversations\n- [" in dog and ", c1] user: I adopted a greyhound" in dog
+    # a question about someone never discussed: the profile alone
+    other = mem.context("What did Caroline research for her thesis?", user="ada")
+    assert "### Profile" in other and "### Facts" not in other and "past conversations" not in other
+    data = mem.context("what breed is the dog Biscuit", user="ada", as_data=True)
+    assert data["conversations"][0]["session_id"] == "c1" and "greyhound" in data["conversations"][0]["text"]
+    assert [p["text"] for p in data["profile"]] == ["I am allergic to shellfish"] and data["tokens"] > 0
     small = mem.context("what should Ada eat", user="ada", max_tokens=12)
     assert len(small) < len(block)
     with pytest.raises(InvalidInput):
         mem.context("x", user="ada", max_tokens=0)
+    with pytest.raises(InvalidInput):
+        mem.context("x", user="ada", as_data="yes")
 
 
 # -- sessions ------------------------------------------------------------------------------
@@ -752,12 +848,67 @@ def test_restart_gives_identical_results(mem) -> None:
     m2.close()
 
 
-def test_opening_with_another_embedder_is_refused(tmp_path) -> None:
-    eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)).close()
-    with pytest.raises(EmbeddingModelChanged) as ei:
-        eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32))
-    assert "reembed" in str(ei.value)
-    eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)).close()  # and the lock was released
+def test_opening_with_another_embedder_is_refused_with_a_command_that_runs_as_printed(tmp_path) -> None:
+    import shlex
+    from pathlib import Path
+
+    from eidetica.errors import DimensionMismatch
+
+    class OtherModel(HashEmbedder):
+        def __init__(self, dim: int) -> None:
+            super().__init__(dim=dim)
+            self.model_id = f"other-{dim}"
+
+    store = tmp_path / "my store"  # a space: the hint must quote the path
+    with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:
+        m.session("s", user="u").append("user", "I grow tomatoes on the balcony")
+    with pytest.raises(EmbeddingModelChanged) as ei:  # same dimension, another model
+        eidetica.open(store, embedder=OtherModel(dim=64))
+    assert ei.value.hint == f"eidetica reembed --path {shlex.quote(str(store))} --from hash-64 --model other-64"
+    with pytest.raises(DimensionMismatch) as ei:  # another dimension: the design's name for it
+        eidetica.open(store, embedder=HashEmbedder(dim=32))
+    hint = ei.value.hint
+    assert hint in str(ei.value) and "-d)" not in hint
+    argv = shlex.split(hint)
+    argv[0] = str(Path(sys.executable).with_name("eidetica"))
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    with eidetica.open(store, embedder=HashEmbedder(dim=32)) as m:  # the switch took: the new model opens it
+        assert [h.text for h in m.search("tomatoes", user="u", min_score=0.0)][:1] == ["I grow tomatoes on the balcony"]
+
+
+def test_reembed_and_import_append_only_through_each_streams_writer(tmp_path) -> None:
+    """One writer per stream: the facade decides what reembed and import write; the streams' actors append it."""
+    callers: list[tuple[str, str]] = []
+    with eidetica.open(tmp_path / "a", embedder=HashEmbedder(dim=64)) as m:
+        s = m.session("s", user="ada")
+        s.extend([{"role": "user", "content": f"Turn {i}: I like hiking in the Alps"} for i in range(12)])
+        s.summarize()
+        m.remember("Ada likes hiking", user="ada")
+        m.store_note("Buy new boots", user="ada")
+        m.items.put([{"namespace": ["prefs"], "key": "k", "value": {"v": 1}, "user": "ada", "texts": ["boots"]}])
+        m.schedules.create("hike", "interval", 3600, user="ada")
+        m.export(tmp_path / "dump.jsonl")
+        append = m.log.append
+
+        def spy(stream, events, *a, **kw):
+            callers.append((stream, sys._getframe(1).f_globals["__name__"]))
+            return append(stream, events, *a, **kw)
+
+        m.log.append = spy
+        assert m.reembed(HashEmbedder(dim=32)) > 0
+        kinds = {st.split(":")[0] for st, _ in callers}
+        assert {"session", "summary", "facts", "notes", "items"} <= kinds
+        assert all(mod.startswith("eidetica.actors.") for _, mod in callers), callers
+    callers.clear()
+    with eidetica.open(tmp_path / "b", embedder=HashEmbedder(dim=64)) as m:
+        append = m.log.append
+        m.log.append = spy
+        assert m.import_(tmp_path / "dump.jsonl")["written"] > 0
+        assert {st.split(":")[0] for st, _ in callers} >= {"session", "summary", "facts", "notes", "items", "schedules"}
+        assert all(mod.startswith("eidetica.actors.") for _, mod in callers), callers
+        assert [n.text for n in m.list_notes(user="ada")] == ["Buy new boots"]
+        m.update_note(m.list_notes(user="ada")[0].note_id, "Buy boots and socks", user="ada")  # its writer knows it
 
 
 def test_local_runtime_imports_no_ray(tmp_path) -> None:
@@ -810,7 +961,8 @@ def test_written_grows_with_each_write_and_min_offset_reads_it(mem) -> None:
 def test_a_bad_min_offset_is_refused_naming_the_field_and_changes_nothing(mem) -> None:
     mem.session("c", user="u").append("assistant", "I went hiking on Sunday")
     before, events = mem.written, log_head(mem)
-    for bad in ("latest", 1.5, True, {99: 3}, {-1: 3}, {0: "3"}, {0: True}, {0: 2.0}, {"0": 3}, {True: 3}, [0, 3]):
+    for bad in ("latest", 1.5, True, {99: 3}, {-1: 3}, {0: "3"}, {0: True}, {0: 2.0}, {"x": 3}, {"99": 3},
+                {"0": 3, "00": 3}, {True: 3}, [0, 3]):
         for read in (mem.search, mem.recall):
             with pytest.raises(InvalidInput) as e:
                 read("hiking", user="u", min_offset=bad)
@@ -854,3 +1006,168 @@ def test_two_clients_of_one_server_read_each_others_writes_through_min_offset(se
         for t in threads:
             t.join()
         assert len(offsets) == 8 and a.written == {0: max(offsets)} and b.written == {}
+
+
+# -- one API (issue #36): what connect() lacked, on every way to reach a store ------------------------------------
+def test_notes_are_listed_and_updated_in_place(mem, clock, runtime) -> None:
+    first = mem.store_note("The spare key is under the blue pot", user="ada")
+    clock.now += dt.timedelta(minutes=1)
+    second = mem.store_note("Dentist on the 14th at 9:00", user="ada")
+    mem.store_note("Bob's note", user="bob")
+    listed = [n.note_id for n in mem.list_notes(user="ada")]
+    assert sorted(listed) == sorted([first, second]) and len(mem.list_notes(user="ada", limit=1)) == 1
+    if runtime != "ray":  # Ray's actors keep their own copy of the test clock
+        assert listed == [second, first]  # newest first
+    mem.update_note(first, "The spare key is with the neighbour now", user="ada")
+    texts = {n.note_id: n.text for n in mem.list_notes(user="ada")}
+    assert texts[first] == "The spare key is with the neighbour now"
+    assert "neighbour" in mem.context("spare key", user="ada")
+    with pytest.raises(NotFound):
+        mem.update_note(first, "not hers", user="bob")
+    with pytest.raises(InvalidInput) as e:
+        mem.list_notes(user="ada", limit=0)
+    assert e.value.field == "limit"
+
+
+def test_every_search_option_reaches_the_store(mem) -> None:
+    mem.session("trip", user="ada").append("user", "The ryokan in Kyoto is booked for April")
+    mem.session("work", user="ada").append("user", "The Kyoto offsite budget is approved")
+    only = mem.search("Kyoto", user="ada", session_id="work", min_score=0.0, fusion="minmax", time_weight=0.0,
+                      neighbors=(0.1, 0.1), kinds=("message",), candidates=20)
+    assert {h.session_id for h in only} == {"work"}
+    with pytest.raises(InvalidInput) as e:
+        mem.search("Kyoto", user="ada", fusion="magic")
+    assert e.value.field == "fusion"
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_export_writes_the_format_its_name_asks_and_import_reads_it_back(mem, tmp_path, suffix) -> None:
+    mem.session("s", user="ada").append("user", "I keep bees on the roof")
+    mem.store_note("Harvest honey in August", user="ada")
+    path = tmp_path / f"dump.{suffix}"
+    n = mem.export(path)
+    assert n >= 3
+    if suffix == "parquet":
+        import pyarrow.parquet as pq
+
+        assert pq.read_table(path).num_rows == n  # Parquet, not JSONL under that name
+    else:
+        assert len(path.read_text().splitlines()) == n
+    assert mem.import_(path) == {"written": 0, "skipped": n}  # idempotent by event id: nothing is doubled
+    assert [m.content for m in mem.session("s", user="ada").history()] == ["I keep bees on the roof"]
+
+
+def test_maintenance_runs_on_every_mode(mem) -> None:
+    mem.session("s", user="ada").append("user", "My locker code is 4471")
+    fact = mem.remember("Ada's locker code is 4471", user="ada")
+    mem.forget(fact, user="ada")
+    report = mem.compact()
+    assert isinstance(report, dict)
+    assert not [h for h in mem.list_memories(user="ada") if h.id == fact]
+    assert mem.rebuild() >= 1
+    assert mem.search("locker", user="ada", min_score=0.0)
+    assert isinstance(mem.snapshot(), str)  # the store holds events: a snapshot is written
+    assert set(mem.housekeep()) >= {"log_checkpoints", "state_snapshot"}
+    assert mem.retry_pending() == 0 and mem.pending_writes == 0
+    assert mem.for_tenant(mem.tenant).tenant == mem.tenant
+
+
+def test_what_cannot_cross_the_wire_is_refused_clearly(mem) -> None:
+    if not is_remote(mem):
+        pytest.skip("embedded and Ray handles hold the store")
+    with pytest.raises(InvalidInput) as e:
+        mem.reembed(HashEmbedder(dim=32))
+    assert e.value.field == "embedder" and "eidetica reembed --path" in str(e.value)
+    with pytest.raises(InvalidInput) as e:
+        mem.for_tenant("someone-else")
+    assert e.value.field == "tenant"
+
+
+def test_min_offset_takes_the_headers_own_form(mem) -> None:
+    offset = mem.session("h", user="u").append("assistant", "The tide turns at noon")
+    header = {str(p): o for p, o in mem.written.items()}  # Eidetica-Written's JSON: string keys
+    assert header == {"0": offset}
+    hits = mem.search("tide", user="u", min_offset=header, min_score=0.0)
+    assert [h.text for h in hits][:1] == ["The tide turns at noon"]
+    assert mem.recall("tide", user="u", min_offset=header) is not None
+
+
+def test_an_embedded_read_waits_for_a_future_min_offset_then_refuses(tmp_path) -> None:
+    from eidetica.errors import ReplicaBehind
+
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), replica_timeout=0.2) as m:
+        head = m.session("a", user="u").append("assistant", "The gate code is 1234")
+        with pytest.raises(ReplicaBehind) as e:  # never an answer that silently misses the offset
+            m.search("gate", user="u", min_offset=head + 1000)
+        assert e.value.wanted == {0: head + 1001} and e.value.timeout == 0.2
+    with pytest.raises(InvalidInput) as e:
+        eidetica.open(tmp_path / "t", embedder=HashEmbedder(dim=64), replica_timeout=-1)
+    assert e.value.field == "replica_timeout"
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        s = m.session("b", user="u")
+        wanted = m.log.head()  # the next write's first offset (one atomic batch with its message)
+        late = threading.Timer(0.3, lambda: s.append("assistant", "The boat leaves from pier 9"))
+        late.start()
+        hits = m.search("boat pier", user="u", min_offset=wanted, min_score=0.0)  # another thread's write, waited for
+        late.join()
+        assert [h.text for h in hits][:1] == ["The boat leaves from pier 9"]
+
+
+def test_schedule_runs_keep_their_full_output_an_id_and_local_times(mem, clock) -> None:
+    sch = mem.schedules
+    job = sch.create("nightly report", "cron", "0 22 * * *", user="ada", timezone="Asia/Tokyo")
+    long_output = "line of the report\n" * 100  # 1,900 characters: beyond the 500-character summary
+    sch.record_run(job.id, {"status": "ok", "output": long_output})
+    sch.record_run(job.id, {"status": "error", "output": "disk full", "run_id": "run-retry-1"})
+    got = sch.get(job.id)
+    first, second = got.runs
+    assert first["output"] == long_output and len(first["output_summary"]) <= 500
+    assert first["run_id"].startswith("run-") and second["run_id"] == "run-retry-1"
+    assert second["output"] == "disk full" == second["output_summary"]
+    tokyo = dt.timezone(dt.timedelta(hours=9))
+    assert got.next_run_local == got.next_run_at and got.next_run_local.utcoffset() == tokyo.utcoffset(None)
+    assert got.next_run_local.hour == 22  # the cron's hour, in the schedule's zone
+    assert first["run_at_local"].utcoffset() == tokyo.utcoffset(None)
+    assert [r["run_id"] for r in sch.get(job.id, history=1).runs] == ["run-retry-1"]  # history: the last N runs
+    assert sch.get(job.id, history=0).runs == []
+    with pytest.raises(InvalidInput) as e:
+        sch.get(job.id, history=-1)
+    assert e.value.field == "history"
+
+
+def test_schedule_search_pages_filters_by_status_and_counts_the_total(mem, clock) -> None:
+    sch = mem.schedules
+    ids = []
+    for i in range(5):
+        ids.append(sch.create(f"backup {i}", "interval", 3600, user="ada").id)
+        clock.now += dt.timedelta(seconds=1)
+    sch.create("water plants", "interval", 3600, user="ada")
+    sch.update(ids[1], enabled=False)
+    assert [s.id for s in sch.search("backup", limit=2)] == ids[:2]
+    assert [s.id for s in sch.search("backup", limit=2, offset=2)] == ids[2:4]
+    assert sch.count(query="backup") == 5 and sch.count() == 6
+    assert [s.id for s in sch.search("backup", status="disabled")] == [ids[1]]
+    assert sch.count(query="backup", status="enabled") == 4
+    assert len(sch.list_all(status="enabled", offset=1)) == 4
+    for bad, field in (({"status": "paused"}, "status"), ({"offset": -1}, "offset"), ({"limit": 0}, "limit")):
+        with pytest.raises(InvalidInput) as e:
+            sch.search("backup", **bad)
+        assert e.value.field == field
+
+
+def test_facts_carry_metadata_and_are_filtered_by_it(mem) -> None:
+    trip = mem.remember("Ada is allergic to peanuts", user="ada", metadata={"source": "intake", "priority": 1})
+    mem.remember("Ada likes peanut-free granola", user="ada", metadata={"source": "chat"})
+    mem.remember("Ada drinks oat milk", user="ada")
+    listed = mem.list_memories(user="ada", metadata={"source": "intake"})
+    assert [h.id for h in listed] == [trip] and listed[0].metadata["priority"] == 1 and "sources" in listed[0].metadata
+    assert len(mem.list_memories(user="ada")) == 3
+    hits = mem.recall("peanuts", user="ada", metadata={"source": "chat"})
+    assert [h.text for h in hits] == ["Ada likes peanut-free granola"] and hits[0].metadata["source"] == "chat"
+    assert mem.recall("peanuts", user="ada", metadata={"source": "nowhere"}) == []
+    with pytest.raises(InvalidInput) as e:
+        mem.remember("x", user="ada", metadata=["not", "a", "dict"])
+    assert e.value.field == "metadata"
+    m2 = reopen(mem)  # the log (and any snapshot) keeps it
+    assert [h.id for h in m2.list_memories(user="ada", metadata={"priority": 1})] == [trip]
+    m2.close()

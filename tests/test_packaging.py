@@ -27,6 +27,10 @@ def test_wheel_in_a_fresh_venv_demo_says_exactly_what_to_install_then_works(tmp_
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)])
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("eidetica-*.whl")
+    import zipfile
+
+    shipped = set(zipfile.ZipFile(wheel).namelist())  # /ui's templates and stylesheet are package data
+    assert {"eidetica/_server/templates/base.html", "eidetica/_server/static/ui.css"} <= shipped
     venv = tmp_path / "venv"
     assert _run([sys.executable, "-m", "venv", str(venv)]).returncode == 0
     py, cli = venv / "bin" / "python", venv / "bin" / "eidetica"

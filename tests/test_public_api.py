@@ -26,6 +26,7 @@ def test_exported_names_are_pinned() -> None:
             "EideticaError",
             "InvalidInput",
             "WrongExpectedVersion",
+            "EventIdConflict",
             "CorruptLog",
             "CorruptIndex",
             "UnknownEventType",
@@ -38,6 +39,7 @@ def test_exported_names_are_pinned() -> None:
             "Unauthorized",
             "ReplicaBehind",
             "ReadOnly",
+            "Unavailable",
         ]
     )
     for name in eidetica.__all__:
@@ -102,3 +104,21 @@ def test_errors_survive_pickling_with_their_fields() -> None:
         back = pickle.loads(pickle.dumps(e))
         assert type(back) is type(e) and str(back) == str(e)
         assert vars(back) == vars(e)
+
+
+def test_docstrings_point_to_no_file_the_checkout_lacks() -> None:
+    """A docstring naming DESIGN.md sends a reader to a file the package does not ship (issue #36)."""
+    import inspect
+    import pkgutil
+    import importlib
+    from pathlib import Path
+
+    root = Path(eidetica.__file__).resolve().parents[2]
+    bad = []
+    for mod_info in pkgutil.walk_packages(eidetica.__path__, "eidetica."):
+        mod = importlib.import_module(mod_info.name)
+        for name, obj in vars(mod).items():
+            doc = inspect.getdoc(obj) if (inspect.isclass(obj) or inspect.isfunction(obj)) else None
+            if doc and "DESIGN.md" in doc and not (root / "DESIGN.md").exists():
+                bad.append(f"{mod_info.name}.{name}")
+    assert not bad, bad

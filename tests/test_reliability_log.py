@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eidetica.errors import CorruptLog, InvalidInput, WrongExpectedVersion
+from eidetica.errors import CorruptLog, EventIdConflict, WrongExpectedVersion
 from eidetica.events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, NewEvent
 
 from ._tmpfs import mounted_tmpfs
@@ -51,9 +51,10 @@ class ReferenceLog:
     """The log's rules written out again, sharing no code with the log: a list of dicts per partition.
 
     Rules: a stream lives in partition crc32(name) % partitions; an append whose event ids
-    were all logged in that partition before returns their original offsets and writes
-    nothing (whatever the stream or expected version); some but not all logged is an
-    error; otherwise the expected version is checked against the stream's last version
+    were all logged in that partition before, each in this stream with this type and payload,
+    returns their original offsets and writes nothing (whatever the expected version); any
+    other use of a logged id (some but not all, another stream, other content) is a conflict;
+    otherwise the expected version is checked against the stream's last version
     (-1 when it has none): ANY passes, NO_STREAM wants -1, STREAM_EXISTS wants >= 0, a
     number wants exactly that.
     """
@@ -69,12 +70,14 @@ class ReferenceLog:
 
     def append(self, stream: str, events: list[NewEvent], expected: int) -> tuple:
         rows = self.parts[self.partition_of(stream)]
-        known = {r["id"]: r["offset"] for r in rows}
+        known = {r["id"]: r for r in rows}
         hits = [known[e.event_id] for e in events if e.event_id in known]
-        if hits and len(hits) == len(events):
-            return ("ok", (min(hits), max(hits)))
         if hits:
-            return ("partial",)
+            same = len(hits) == len(events) and all(
+                r["stream"] == stream and r["type"] == e.type and r["payload"] == e.payload for r, e in zip(hits, events))
+            if not same:
+                return ("conflict",)
+            return ("ok", (min(r["offset"] for r in hits), max(r["offset"] for r in hits)))
         actual = self.version(stream)
         if expected == NO_STREAM and actual != -1:
             return ("wrong", expected, actual)
@@ -85,7 +88,7 @@ class ReferenceLog:
         first = len(rows)
         for k, e in enumerate(events):
             rows.append({"offset": first + k, "stream": stream, "version": actual + 1 + k,
-                         "payload": e.payload, "id": e.event_id})
+                         "payload": e.payload, "id": e.event_id, "type": e.type})
         return ("ok", (first, first + len(events) - 1))
 
     def events(self) -> list[tuple]:
@@ -96,7 +99,7 @@ ops = st.lists(
     st.tuples(
         st.sampled_from(["a", "b", "c", "tenant:x", "ü-stream"]),
         st.integers(1, 4),  # events in the append
-        st.sampled_from(["any", "none", "exists", "exact", "wrong", "retry", "retry_elsewhere", "partial"]),
+        st.sampled_from(["any", "none", "exists", "exact", "wrong", "retry", "retry_elsewhere", "partial", "changed"]),
         st.binary(max_size=64),
     ),
     max_size=25,
@@ -108,8 +111,8 @@ def _do(log, stream: str, evs: list[NewEvent], exp: int) -> tuple:
         return ("ok", log.append(stream, evs, exp))
     except WrongExpectedVersion as e:
         return ("wrong", e.expected, e.actual)
-    except InvalidInput:
-        return ("partial",)
+    except EventIdConflict:
+        return ("conflict",)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -123,14 +126,16 @@ def test_arrow_log_behaves_like_the_reference(tmp_path_factory, history) -> None
         results_real: list[tuple] = []
         sent: list[tuple[str, list[NewEvent], int]] = []
         for stream, n, mode, payload in history:
-            if mode in ("retry", "retry_elsewhere", "partial"):
+            if mode in ("retry", "retry_elsewhere", "partial", "changed"):
                 if not sent:
                     continue
                 s, evs, exp = sent[-1]
                 if mode == "retry_elsewhere":
-                    s = stream  # the same ids on another stream: a retry only within the partition
+                    s = stream  # the same ids on another stream: a conflict within the partition
                 elif mode == "partial":
                     evs = evs[:1] + [NewEvent(type="T", payload=payload + b"new")]
+                elif mode == "changed":  # the same ids with other content
+                    evs = [NewEvent(type=e.type, payload=e.payload + b"!", event_id=e.event_id) for e in evs]
             else:
                 evs = [NewEvent(type="T", payload=payload + bytes([k])) for k in range(n)]
                 v = ref.version(stream)
@@ -138,7 +143,7 @@ def test_arrow_log_behaves_like_the_reference(tmp_path_factory, history) -> None
                 s = stream
             results_ref.append(ref.append(s, evs, exp))
             results_real.append(_do(real, s, evs, exp))
-            if results_ref[-1][0] == "ok" and mode not in ("retry", "partial"):
+            if results_ref[-1][0] == "ok" and mode not in ("retry", "partial", "changed"):
                 sent.append((s, evs, exp))
         assert results_real == results_ref
         assert [(e.offset, e.stream, e.version, e.payload, e.event_id) for e in all_events(real)] == ref.events()

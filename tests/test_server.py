@@ -134,9 +134,12 @@ def server(tmp_path_factory):
     s.stop()
 
 
-def keys_cli(*args: str, store: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(BIN), "keys", *args, "--path", str(store)], capture_output=True, text=True,
-                          env=ENV, timeout=300)
+def keys_cli(*args: str, store: Path, env_path: bool = False) -> subprocess.CompletedProcess:
+    """`eidetica keys ...` on ``store``, named by --path or (``env_path``) by $EIDETICA_PATH alone."""
+    where = [] if env_path else ["--path", str(store)]
+    env = dict(ENV, EIDETICA_PATH=str(store)) if env_path else ENV
+    return subprocess.run([str(BIN), "keys", *args, *where], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=store.parent)
 
 
 @pytest.mark.slow
@@ -144,8 +147,9 @@ def test_keys_cli_and_auth_against_a_served_store(server) -> None:
     # no key configured: loopback serves the default tenant without auth
     anon = eidetica.connect(server.url)
     anon.remember("the default tenant's fact", user="u")
-    out = keys_cli("create", "--tenant", "acme", "--name", "ci", store=server.store)
+    out = keys_cli("create", "--tenant", "acme", "--name", "ci", store=server.store, env_path=True)
     assert out.returncode == 0, out.stderr
+    assert not (server.store.parent / "eidetica-data").exists()  # the key went to the served store
     key = out.stdout.strip().splitlines()[-1]
     assert key.startswith("ek_") and "shown" not in out.stdout
     # keys now exist: every request needs one, and acts in its tenant
@@ -159,7 +163,7 @@ def test_keys_cli_and_auth_against_a_served_store(server) -> None:
     listed = keys_cli("list", store=server.store)
     assert "acme" in listed.stdout and key not in listed.stdout
     kid = key.split("_")[1]
-    assert keys_cli("revoke", kid, store=server.store).returncode == 0
+    assert keys_cli("revoke", kid, store=server.store, env_path=True).returncode == 0
     with pytest.raises(Unauthorized):  # at once: the running server re-reads the key file
         m.list_memories(user="u")
     m.close()
@@ -169,8 +173,11 @@ def test_keys_cli_and_auth_against_a_served_store(server) -> None:
 @pytest.mark.slow
 def test_serve_refuses_a_public_address_without_keys(tmp_path) -> None:
     out = subprocess.run([str(BIN), "serve", "--path", str(tmp_path / "s"), "--host", "0.0.0.0", "--port", "1"],
-                         capture_output=True, text=True, env=ENV, timeout=300)
+                         capture_output=True, text=True, env=ENV, timeout=300, cwd=tmp_path)
     assert out.returncode != 0 and "without API keys" in out.stderr
+    one_line = out.stderr.replace("\n", "")
+    assert f"keys create --path {tmp_path / 's'}" in one_line and "--host 127.0.0.1" in one_line
+    assert list(tmp_path.iterdir()) == []  # refused before anything was created
 
 
 @pytest.mark.slow
@@ -463,4 +470,63 @@ def test_the_append_route_keeps_its_contract(server) -> None:
     assert [(x["role"], x["content"]) for x in got] == [("user", "the lease ends in May")]
     doc = httpx.get(server.url + "/openapi.json").json()
     assert "post" in doc["paths"]["/v1/users/{user}/sessions/{session_id}/messages"]
+    http.close()
+
+
+@pytest.mark.slow
+def test_event_ids_conflict_with_409_and_are_scoped_per_tenant(server) -> None:
+    """#36 item 2: a known id with another message is 409 EventIdConflict; each tenant's ids are its own."""
+    keys = [KeyStore(server.store).create(f"ids-{k}-{uuid.uuid4().hex[:8]}")[1] for k in range(2)]
+    a, b = (httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {k}"}, timeout=60) for k in keys)
+    eid, fresh = str(uuid.uuid4()), str(uuid.uuid4())
+    msg = {"role": "user", "content": "the lease ends in May", "event_id": eid}
+    first = a.post("/v1/users/u/sessions/s1/messages", json={"messages": [msg]})
+    assert first.status_code == 201
+    for path, body in (("/v1/users/u/sessions/s2/messages", {"messages": [msg]}),  # another session
+                       ("/v1/users/u/sessions/s1/messages", {"messages": [dict(msg, content="ends in June")]}),
+                       ("/v1/users/u/sessions/s2/messages", {"messages": [dict(msg, event_id=fresh), msg]})):
+        r = a.post(path, json=body)
+        assert r.status_code == 409 and r.json()["error"] == "EventIdConflict", r.text
+        assert eid in r.json()["message"] and fresh not in r.json()["message"]
+    assert [x["content"] for x in a.get("/v1/users/u/sessions/s1/messages").json()] == ["the lease ends in May"]
+    assert [x["session_id"] for x in a.get("/v1/sessions").json()] == ["s1"]
+    # tenant b: the same id is b's own new event, alone or beside a fresh id; nothing tells b of a's
+    r = b.post("/v1/users/u/sessions/s9/messages", json={"messages": [dict(msg, event_id=fresh),
+                                                                        dict(msg, content="b's own words")]})
+    assert r.status_code == 201 and r.json()["offset"] > first.json()["offset"], r.text
+    assert [x["content"] for x in b.get("/v1/users/u/sessions/s9/messages").json()] == [
+        "the lease ends in May", "b's own words"]
+    # the client raises the same class
+    m = eidetica.connect(server.url, api_key=keys[0])
+    with pytest.raises(eidetica.EventIdConflict) as e:
+        m.session("s3", user="u").append("user", "x", event_id=uuid.UUID(eid))
+    assert e.value.event_id == eid
+    m.close()
+    a.close()
+    b.close()
+
+
+@pytest.mark.slow
+def test_import_writes_into_the_key_tenant_and_counts_written_and_skipped(server, tmp_path) -> None:
+    """#36 item 3: another tenant's export is written as the importer's own; a second import writes nothing."""
+    ks = KeyStore(server.store)
+    a = eidetica.connect(server.url, api_key=ks.create(f"exp-{uuid.uuid4().hex[:8]}")[1])
+    key_b = ks.create(f"imp-{uuid.uuid4().hex[:8]}")[1]
+    a.session("s", user="u").append("user", "the boiler is serviced every October")
+    fid = a.remember("u's boiler is serviced in October", user="u")
+    n = a.export(tmp_path / "a.jsonl")
+    http = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key_b}",
+                                                      "Content-Type": "application/x-ndjson"}, timeout=60)
+    body = (tmp_path / "a.jsonl").read_bytes()
+    r = http.post("/v1/import", content=body)
+    assert (r.status_code, r.json()) == (200, {"written": n, "skipped": 0}), r.text
+    r = http.post("/v1/import", content=body)
+    assert (r.status_code, r.json()) == (200, {"written": 0, "skipped": n}), r.text
+    b = eidetica.connect(server.url, api_key=key_b)
+    assert fid in [h.id for h in b.list_memories(user="u")]
+    assert [x.content for x in b.session("s", user="u").history()] == ["the boiler is serviced every October"]
+    assert b.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n}
+    assert a.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n}
+    for m in (a, b):
+        m.close()
     http.close()

@@ -13,7 +13,12 @@ def _naive_needs_summary(actor: session_module.SessionActor) -> bool:
     pending = [m for m in actor.history() if m.sequence > actor.summary_upto]
     tokens = sum(count_tokens(m.content) for m in pending)
     cfg = actor.config
-    return tokens > cfg.summary_trigger * cfg.token_budget and len(pending) - cfg.window >= cfg.min_turns_outside
+    if tokens > cfg.summary_trigger * cfg.token_budget and len(pending) - cfg.window >= cfg.min_turns_outside:
+        return True
+    # or what read() shows after the summary no longer fits the budget beside it
+    text = actor.summary_text
+    return text is not None and tokens > cfg.token_budget - count_tokens(session_module.SUMMARY_PREFIX + text) \
+        and len(pending) > cfg.retain_recent
 
 
 def test_an_append_counts_only_the_new_messages_tokens(tmp_path, monkeypatch) -> None:

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
+import os
 import socket
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 from urllib.parse import quote
 
 import httpx
@@ -29,8 +31,11 @@ import msgspec
 
 from .actors import STRATEGIES, Hit, Message
 from .actors.schedules import ScheduleInfo
-from .errors import InvalidInput
-from .projections._state import ItemInfo, SessionInfo
+from .errors import InvalidInput, Unavailable
+from ._context import CONTEXT_TOKENS
+from .projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS
+from .projections._state import ItemInfo, NoteInfo, SessionInfo
+from ._transfer import write_export
 from ._wire import WRITTEN_HEADER, error_from_body
 
 __all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules", "RemoteItems"]
@@ -38,10 +43,41 @@ __all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules", "Remot
 _HITS = msgspec.json.Decoder(list[Hit])
 _MESSAGES = msgspec.json.Decoder(list[Message])
 _SESSIONS = msgspec.json.Decoder(list[SessionInfo])
-_SCHEDULE = msgspec.json.Decoder(ScheduleInfo)
-_SCHEDULES = msgspec.json.Decoder(list[ScheduleInfo])
+
+
+class _Run(msgspec.Struct):
+    """The typed fields of a schedule run as JSON carries them (the rest of the run stays as sent)."""
+
+    run_at: Optional[dt.datetime] = None
+    run_at_local: Optional[dt.datetime] = None
+
+
+def _typed_runs(s: ScheduleInfo) -> ScheduleInfo:
+    """A schedule whose runs carry datetimes, as ``Memory.schedules`` gives them (JSON made them strings)."""
+    runs = []
+    for r in s.runs:
+        times = msgspec.convert({k: r[k] for k in ("run_at", "run_at_local") if k in r}, _Run)
+        runs.append(dict(r, **{k: getattr(times, k) for k in ("run_at", "run_at_local") if k in r}))
+    return msgspec.structs.replace(s, runs=runs)
+
+
+class _ScheduleDecoder:
+    """Schedules from JSON with typed run times."""
+
+    def __init__(self, kind: Any) -> None:
+        self._dec = msgspec.json.Decoder(kind)
+
+    def decode(self, content: bytes) -> Any:
+        """Decode one schedule or a list of them."""
+        out = self._dec.decode(content)
+        return [_typed_runs(s) for s in out] if isinstance(out, list) else _typed_runs(out)
+
+
+_SCHEDULE = _ScheduleDecoder(ScheduleInfo)
+_SCHEDULES = _ScheduleDecoder(list[ScheduleInfo])
 _ITEM = msgspec.json.Decoder(Optional[ItemInfo])
 _FOUND = msgspec.json.Decoder(list[tuple[ItemInfo, Optional[float]]])
+_NOTES = msgspec.json.Decoder(list[NoteInfo])
 _POPPED = msgspec.json.Decoder(Optional[Message])
 _WRITTEN = msgspec.json.Decoder(dict[int, int])
 
@@ -62,16 +98,22 @@ def _seconds(field: str, value: Any) -> float | None:
 
 
 def _floor(min_offset: Any) -> Any:
-    """``min_offset`` for the wire: partitions must be ints (JSON makes them strings; the server reads them back).
+    """``min_offset`` for the wire: ``{partition: offset}`` with int or header-form ("0") keys, as JSON's strings.
 
     Offsets and partition ranges are the server's to check, exactly as ``Memory`` checks them.
     """
     if isinstance(min_offset, Mapping):
         for p in min_offset:
-            if isinstance(p, bool) or not isinstance(p, int):
+            if isinstance(p, bool) or not isinstance(p, (int, str)):
                 raise InvalidInput("min_offset", f"partition {p!r} is not an int", dict(min_offset))
         return {str(p): o for p, o in min_offset.items()}
     return min_offset
+
+
+def _unavailable(url: str, request: str, e: httpx.TransportError) -> Unavailable:
+    """``Unavailable`` for a transport failure (never the raw httpx error): whether the request left decides what to retry."""
+    sent = not isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout))
+    return Unavailable(url, request, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__, sent)
 
 
 def connect(url: str, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 3) -> "RemoteMemory":
@@ -147,7 +189,7 @@ class RemoteMemory:
             except httpx.TransportError as e:
                 never_sent = isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout))
                 if attempt >= self.retries or (retry == "connect" and not never_sent):
-                    raise
+                    raise _unavailable(self.url, f"{method} {path}", e) from None
                 attempt += 1
                 time.sleep(min(2.0, 0.1 * 2**attempt))
                 continue
@@ -223,9 +265,11 @@ class RemoteMemory:
         self._send("DELETE", f"/v1/sessions/{_q(session_id)}", retry="delete")
 
     # -- facts -------------------------------------------------------------------------
-    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> str:
         """Store a fact about a user; returns its id (retried safely: one request id per call)."""
-        body = {"content": content, "category": category, "request_id": request_id or uuid.uuid4().hex}
+        body = {"content": content, "category": category, "request_id": request_id or uuid.uuid4().hex,
+                "metadata": metadata}
         return self._call("POST", f"/v1/users/{_q(user)}/memories", json=body)["id"]
 
     def remember_many(self, items: Sequence[Any], *, user: str, request_id: str | None = None) -> list[str]:
@@ -237,16 +281,21 @@ class RemoteMemory:
 
     def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None, mmr: float | None = None,
                recency_half_life: dt.timedelta | None = None, now: dt.datetime | None = None,
-               confidence_weight: float = 0.0, min_offset: int | Mapping[int, int] | None = None) -> list[Hit]:
+               confidence_weight: float = 0.0, min_offset: int | Mapping[int, int] | None = None,
+               metadata: dict[str, Any] | None = None) -> list[Hit]:
         """The user's facts most relevant to ``query`` (``min_offset``: read at least up to another handle's ``written``)."""
         body = {"query": query, "top_k": top_k, "category": category, "mmr": mmr, "now": now,
                 "recency_half_life": _seconds("recency_half_life", recency_half_life),
-                "confidence_weight": confidence_weight, "min_offset": _floor(min_offset)}
+                "confidence_weight": confidence_weight, "min_offset": _floor(min_offset), "metadata": metadata}
         return _HITS.decode(self._send("POST", f"/v1/users/{_q(user)}/memories/recall", json=body).content)
 
-    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
-        """The user's active facts, strongest first."""
-        r = self._send("GET", f"/v1/users/{_q(user)}/memories", params={"category": category, "limit": limit})
+    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20,
+                      metadata: dict[str, Any] | None = None) -> list[Hit]:
+        """The user's active facts, strongest first (``metadata``: those holding every given key and value)."""
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidInput("metadata", f"must be a dict, not {type(metadata).__name__}")
+        params = {"category": category, "limit": limit, "metadata": None if metadata is None else json.dumps(metadata)}
+        r = self._send("GET", f"/v1/users/{_q(user)}/memories", params=params)
         return _HITS.decode(r.content)
 
     def forget(self, fact_id: str, *, user: str, request_id: str | None = None) -> None:
@@ -273,6 +322,12 @@ class RemoteMemory:
         past.close = lambda: None  # type: ignore[method-assign]  # it shares this handle's connections
         return past
 
+    def reextract(self, user: str | None = None, llm: Any = None) -> dict[str, int]:
+        """Run the server's extractor over the stored user messages and bring the facts in line (resumable)."""
+        if llm is not None:
+            raise InvalidInput("llm", "cannot cross the wire: the server's extractor runs", type(llm).__name__)
+        return self._call("POST", "/v1/reextract", json={"user": user})
+
     def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
         """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
         return self._call("GET", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}/history")
@@ -291,6 +346,14 @@ class RemoteMemory:
         """Store a note; returns ``note-<uuid>``."""
         return self._call("POST", f"/v1/users/{_q(user)}/notes", json={"text": text}, retry="connect")["id"]
 
+    def list_notes(self, *, user: str, limit: int = 20) -> list[NoteInfo]:
+        """The user's notes, newest first."""
+        return _NOTES.decode(self._send("GET", f"/v1/users/{_q(user)}/notes", params={"limit": limit}).content)
+
+    def update_note(self, note_id: str, text: str, *, user: str) -> None:
+        """Replace a note's text, keeping its id (a repeat writes the same text again: harmless)."""
+        self._send("PATCH", f"/v1/users/{_q(user)}/notes/{_q(note_id)}", json={"text": text})
+
     def delete_note(self, note_id: str, *, user: str) -> None:
         """Delete a note."""
         self._send("DELETE", f"/v1/users/{_q(user)}/notes/{_q(note_id)}", retry="delete")
@@ -300,20 +363,47 @@ class RemoteMemory:
         """Names of the participants of a user's conversations."""
         return frozenset(self._call("GET", f"/v1/users/{_q(user)}/participants"))
 
-    def search(self, query: str, *, user: str, recency_half_life: dt.timedelta | None = None, **options: Any) -> list[Hit]:
-        """Search a user's conversations across sessions (the options of ``Memory.search``, ``min_offset`` included)."""
-        body = dict(options, query=query, user=user)
-        if "min_offset" in body:
-            body["min_offset"] = _floor(body["min_offset"])
-        if recency_half_life is not None:
-            body["recency_half_life"] = _seconds("recency_half_life", recency_half_life)
-        if isinstance(body.get("kinds"), tuple):
-            body["kinds"] = list(body["kinds"])
+    def search(
+        self,
+        query: str,
+        *,
+        user: str,
+        top_k: int = 10,
+        exclude_session: str | None = None,
+        session_id: str | None = None,
+        min_score: float = MIN_SCORE,
+        kinds: Sequence[str] = SEARCH_KINDS,
+        mode: str = "hybrid",
+        names: bool = True,
+        candidates: int = SEARCH_DEFAULTS.candidates,
+        vector_weight: float = SEARCH_DEFAULTS.vector_weight,
+        neighbors: float | tuple[float, float] = SEARCH_DEFAULTS.neighbors,
+        session_weight: float = SEARCH_DEFAULTS.session_weight,
+        mmr: float | None = None,
+        recency_half_life: dt.timedelta | None = None,
+        now: dt.datetime | None = None,
+        confidence_weight: float = 0.0,
+        speaker_weight: float = SEARCH_DEFAULTS.speaker_weight,
+        time_weight: float = SEARCH_DEFAULTS.time_weight,
+        fusion: str = SEARCH_DEFAULTS.fusion,
+        min_offset: int | Mapping[int, int] | None = None,
+    ) -> list[Hit]:
+        """Search a user's conversations across sessions (every option of ``Memory.search``, ``min_offset`` included)."""
+        body = {"query": query, "user": user, "top_k": top_k, "exclude_session": exclude_session,
+                "session_id": session_id, "min_score": min_score,
+                "kinds": list(kinds) if isinstance(kinds, tuple) else kinds, "mode": mode, "names": names,
+                "candidates": candidates, "vector_weight": vector_weight,
+                "neighbors": list(neighbors) if isinstance(neighbors, tuple) else neighbors,
+                "session_weight": session_weight, "mmr": mmr,
+                "recency_half_life": _seconds("recency_half_life", recency_half_life), "now": now,
+                "confidence_weight": confidence_weight, "speaker_weight": speaker_weight, "time_weight": time_weight,
+                "fusion": fusion, "min_offset": _floor(min_offset)}
         return _HITS.decode(self._send("POST", "/v1/search", json=body).content)
 
-    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
-        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens}
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
+                as_data: bool = False) -> Any:
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as a dict)."""
+        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens, "as_data": as_data}
         return self._call("POST", "/v1/context", json=body)["context"]
 
     # -- maintenance -------------------------------------------------------------------
@@ -329,27 +419,66 @@ class RemoteMemory:
         """Forget every session and/or every fact and note of this tenant."""
         self._send("POST", "/v1/clear", json={"sessions": sessions, "memories": memories})
 
-    def export(self, path: str | Path) -> int:
-        """Stream this tenant's events into a JSONL file; returns how many."""
-        n = 0
-        with self._http.stream("GET", "/v1/export") as r:
-            if r.status_code >= 400:
-                r.read()
-                raise error_from_body(r.status_code, r.json())
-            with Path(path).open("wb") as f:
-                for line in r.iter_lines():
-                    if line.strip():
-                        f.write(line.encode() + b"\n")
-                        n += 1
-        return n
+    def export(self, path: str | os.PathLike[str]) -> int:
+        """Write this tenant's events (JSONL, or Parquet for ``.parquet``) from the served store; returns how many."""
+        try:
+            with self._http.stream("GET", "/v1/export") as r:
+                if r.status_code >= 400:
+                    r.read()
+                    raise error_from_body(r.status_code, r.json())
+                return write_export((json.loads(line) for line in r.iter_lines() if line.strip()), path)
+        except httpx.TransportError as e:
+            raise _unavailable(self.url, "GET /v1/export", e) from None
 
-    def import_(self, path: str | Path) -> int:
-        """Append events exported by ``export`` into this tenant (idempotent by event id)."""
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
         source = Path(path)
         if not source.exists():
             raise InvalidInput("path", f"{source} does not exist")
         kind = "application/vnd.apache.parquet" if source.suffix == ".parquet" else "application/x-ndjson"
-        return self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})["imported"]
+        out = self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})
+        return {"written": out["written"], "skipped": out["skipped"]}
+
+
+    def compact(self) -> dict[str, int]:
+        """Erase forgotten content from the served store's disk (redacted log, fresh indices); returns the report."""
+        return self._call("POST", "/v1/compact", json={})
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Have the server replay its log into fresh projections; returns events replayed (``progress`` once, at the end)."""
+        n = int(self._call("POST", "/v1/rebuild", json={})["replayed"])
+        if progress is not None:
+            progress(n, n)
+        return n
+
+    def snapshot(self) -> str | None:
+        """Have the server write a state snapshot now; returns its directory there (None when the store is empty)."""
+        return self._call("POST", "/v1/snapshot", json={})["path"]
+
+    def housekeep(self) -> dict[str, Any]:
+        """Have the server write what is due now: log recovery checkpoints and the state snapshot."""
+        return self._call("POST", "/v1/housekeep", json={})
+
+    def reembed(self, embedder: Any, progress: Callable[[int, int], None] | None = None) -> int:
+        """Refused over HTTP: an embedder is an object of the process that holds the store (raises ``InvalidInput``)."""
+        raise InvalidInput("embedder", "reembed runs where the store is: stop the server and run "
+                           "`eidetica reembed --path <store> --from <current model> --model <new model>`")
+
+    def for_tenant(self, tenant: str) -> "RemoteMemory":
+        """This client for its own tenant; another tenant is refused: over HTTP the tenant comes from the API key."""
+        if tenant != self.tenant:
+            raise InvalidInput("tenant", f"this client acts in its key's tenant {self.tenant!r}: "
+                               "connect with an API key of that tenant")
+        return self
+
+    def retry_pending(self) -> int:
+        """Nothing is queued in a client (its writes are retried per call, see ``connect``): always 0."""
+        return 0
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes waiting in this client: always 0 (a failed write raises; the server keeps no queue of the client's)."""
+        return 0
 
 
 class RemoteSession:
@@ -471,20 +600,30 @@ class RemoteSchedules:
                 "payload": payload}
         return _SCHEDULE.decode(self._m._send("POST", "/v1/schedules", json=body, retry="connect").content)
 
-    def get(self, schedule_id: str, *, user: str | None = None) -> ScheduleInfo:
-        """One schedule."""
-        return _SCHEDULE.decode(self._m._send("GET", f"/v1/schedules/{_q(schedule_id)}", params={"user": user}).content)
+    def get(self, schedule_id: str, *, user: str | None = None, history: int | None = None) -> ScheduleInfo:
+        """One schedule with its last ``history`` runs, each with its full ``output``."""
+        params = {"user": user, "history": history}
+        return _SCHEDULE.decode(self._m._send("GET", f"/v1/schedules/{_q(schedule_id)}", params=params).content)
 
-    def search(self, query: str, *, user: str | None = None, limit: int = 20) -> list[ScheduleInfo]:
-        """Schedules whose name or payload contains the query."""
+    def search(self, query: str, *, user: str | None = None, limit: int = 20, offset: int = 0,
+               status: str | None = None) -> list[ScheduleInfo]:
+        """Schedules whose name or payload contains the query, oldest first; ``count`` gives the total."""
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query", "must be a non-empty string", query)
-        r = self._m._send("GET", "/v1/schedules", params={"query": query, "user": user, "limit": limit})
-        return _SCHEDULES.decode(r.content)
+        return self._list(query=query, user=user, limit=limit, offset=offset, status=status)
 
-    def count(self, *, user: str | None = None) -> int:
-        """How many schedules (of a user, or the tenant)."""
-        return int(self._m._call("GET", "/v1/schedules/count", params={"user": user})["count"])
+    def list_all(self, *, user: str | None = None, limit: int = 20, offset: int = 0,
+                 status: str | None = None) -> list[ScheduleInfo]:
+        """Every schedule (of a user, or the tenant), oldest first."""
+        return self._list(user=user, limit=limit, offset=offset, status=status)
+
+    def _list(self, **params: Any) -> list[ScheduleInfo]:
+        return _SCHEDULES.decode(self._m._send("GET", "/v1/schedules", params=params).content)
+
+    def count(self, *, user: str | None = None, query: str | None = None, status: str | None = None) -> int:
+        """How many schedules (of a user, or the tenant; matching ``query`` and ``status``): a search's total."""
+        params = {"user": user, "query": query, "status": status}
+        return int(self._m._call("GET", "/v1/schedules/count", params=params)["count"])
 
     def update(self, schedule_id: str, *, user: str | None = None, **changes: Any) -> ScheduleInfo:
         """Change name, cadence, expression, timezone, payload or enabled."""

@@ -17,8 +17,10 @@ __all__ = ["plan_compaction"]
 def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[RecordedEvent, Any]]]:
     """Offsets whose content users asked to forget (to redact), and the live ChunksEmbedded events (to re-embed)."""
     tombs: dict[str, int] = {}
-    deleted: set[str] = set()  # users asked: the content goes
-    inactive: set[str] = set()  # superseded or pruned: history stays, rows go
+    # (tenant, id): a tenant's ids are its own (a message id is the caller's event id, which
+    # another tenant may use too), so one tenant's deletion never redacts another's content
+    deleted: set[tuple[str, str]] = set()  # users asked: the content goes
+    inactive: set[tuple[str, str]] = set()  # superseded or pruned: history stays, rows go
     gone_types = {"SessionForgotten", "UserForgotten", "FactDeleted", "NoteDeleted", "ScheduleDeleted", "FactSuperseded",
                   "FactPruned"}
     # items: (stream, item id) -> version of its last delete / its last put; the events of an
@@ -43,14 +45,14 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
                 elif ev.type in ("SessionForgotten", "UserForgotten"):
                     tombs[ev.stream] = max(tombs.get(ev.stream, -1), ev.version)
                 elif ev.type == "MessageRetracted":
-                    deleted.add(ev.decode().message_id or "-")  # type: ignore[attr-defined]
+                    deleted.add((ev.tenant, ev.decode().message_id or "-"))  # type: ignore[attr-defined]
                 elif ev.type in gone_types:
                     d = ev.decode()
                     ident = getattr(d, "fact_id", "") or getattr(d, "note_id", "") or getattr(d, "schedule_id", "")
-                    (deleted if ev.type in ("FactDeleted", "NoteDeleted", "ScheduleDeleted") else inactive).add(ident)
+                    (deleted if ev.type in ("FactDeleted", "NoteDeleted", "ScheduleDeleted") else inactive).add((ev.tenant, ident))
     redact: dict[int, set[int]] = {}
     live: list[tuple[RecordedEvent, Any]] = []
-    latest_summary: dict[str, int] = {}
+    latest_summary: dict[tuple[str, str], int] = {}
     for p in range(log.partitions):
         for batch in log.read_batches(partition=p):
             for ev in events_from_batch(batch):
@@ -70,19 +72,19 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
                                                    "ChunksEmbedded"):
                     d = ev.decode()
                     src = getattr(d, "source_id", None) or getattr(d, "fact_id", None) or getattr(d, "note_id", "")
-                    forgotten = src in deleted
+                    forgotten = (ev.tenant, src) in deleted
                 elif not forgotten and ev.type in ("ScheduleCreated", "ScheduleUpdated", "ScheduleRun"):
                     # a deleted schedule's name, payload and run outputs are the user's text too
-                    forgotten = ev.decode().schedule_id in deleted  # type: ignore[attr-defined]
+                    forgotten = (ev.tenant, ev.decode().schedule_id) in deleted  # type: ignore[attr-defined]
                 elif not forgotten and ev.type == "MessageAppended":
-                    forgotten = ev.event_id.hex in deleted  # taken back (MessageRetracted)
+                    forgotten = (ev.tenant, ev.event_id.hex) in deleted  # taken back (MessageRetracted)
                 if forgotten:
                     redact.setdefault(p, set()).add(ev.offset)
                 elif ev.type == "ChunksEmbedded":
-                    if d.source_id in inactive:  # type: ignore[union-attr]
+                    if (ev.tenant, d.source_id) in inactive:  # type: ignore[union-attr]
                         continue
                     if d.kind == "summary":  # type: ignore[union-attr]
-                        latest_summary[d.source_id] = len(live)  # type: ignore[union-attr]
+                        latest_summary[(ev.tenant, d.source_id)] = len(live)  # type: ignore[union-attr]
                     live.append((ev, d))
-    stale = {i for i, (_, d) in enumerate(live) if d.kind == "summary" and latest_summary.get(d.source_id) != i}
+    stale = {i for i, (e, d) in enumerate(live) if d.kind == "summary" and latest_summary.get((e.tenant, d.source_id)) != i}
     return redact, [x for i, x in enumerate(live) if i not in stale]

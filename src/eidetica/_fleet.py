@@ -30,6 +30,7 @@ import pickle
 import shutil
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -231,6 +232,10 @@ class RemoteLog(EventLog):
     def streams(self) -> list[str]:
         """Every stream with an event."""
         return _get(self.handle.call.remote("streams"))
+
+    def event_offsets(self, event_ids: Sequence[uuid.UUID], stream: str, tenant: str) -> list[int | None]:
+        """Where a tenant's event ids were logged in a stream's partition (one call)."""
+        return _get(self.handle.call.remote("event_offsets", list(event_ids), stream, tenant))
 
     def disk_bytes(self) -> int:
         """Bytes of the log on disk."""

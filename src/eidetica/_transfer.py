@@ -7,7 +7,7 @@ import json
 import os
 import uuid
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import msgspec
 
@@ -17,7 +17,10 @@ from .events.envelope import events_from_batch
 from .events.streams import parse_stream, session_stream
 from .events.types import EVENT_TYPES
 
-__all__ = ["export_events", "import_events", "tenant_events"]
+__all__ = ["event_row", "export_events", "import_events", "tenant_events", "write_export"]
+
+
+_COLUMNS = ("stream", "event_id", "time", "type", "event")  # an export row's fields, in order
 
 
 def tenant_events(log: EventLog, tenant: str) -> Iterator[RecordedEvent]:
@@ -32,33 +35,70 @@ def tenant_events(log: EventLog, tenant: str) -> Iterator[RecordedEvent]:
                     yield ev
 
 
-def export_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> int:
-    """Write a tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
-    rows = [
-        {"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(), "type": e.type,
-         "event": msgspec.to_builtins(e.decode())}
-        for e in tenant_events(log, tenant)
-    ]
+def event_row(e: RecordedEvent) -> dict[str, Any]:
+    """One exported event (a JSONL line, a Parquet row): stream, id, time, type and the event as plain data."""
+    return {"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(), "type": e.type,
+            "event": msgspec.to_builtins(e.decode())}
+
+
+def write_export(rows: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> int:
+    """Write exported rows to ``path``: Parquet for ``.parquet`` (the event as a JSON column), else JSONL; returns how many."""
     target = Path(path)
     if target.suffix == ".parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        table = pa.table({
-            "stream": [r["stream"] for r in rows], "event_id": [r["event_id"] for r in rows],
-            "time": [r["time"] for r in rows], "type": [r["type"] for r in rows],
-            "event": [json.dumps(r["event"]) for r in rows],
-        })
+        rows = [dict(r, event=json.dumps(r["event"], ensure_ascii=False)) for r in rows]
+        table = pa.table({k: pa.array([r[k] for r in rows], pa.string()) for k in _COLUMNS})
         pq.write_table(table, target)
-    else:
-        with target.open("w", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    return len(rows)
+        return len(rows)
+    n = 0
+    with target.open("w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+            n += 1
+    return n
 
 
-def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> int:
-    """Append events exported by ``export_events`` into a tenant (idempotent by event id); returns how many."""
+def export_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> int:
+    """Write a tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
+    return write_export((event_row(e) for e in tenant_events(log, tenant)), path)
+
+
+def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str],
+                  write: Callable[[str, list[NewEvent]], Any] | None = None) -> dict[str, int]:
+    """Append events exported by ``export_events`` into ``tenant``; returns ``{"written": n, "skipped": m}``.
+
+    Every event is re-keyed into the importing tenant (its stream and envelope name it; the
+    log's event ids are per tenant), so another tenant's export is written as this tenant's
+    own. An event already in the store (the same id with the same event) is skipped, so an
+    import repeated writes nothing; the same id with another event is ``EventIdConflict``,
+    found before anything is written. Store-level events (the embedder's) are never imported:
+    they count as skipped. ``write(stream, events)`` appends one stream's new events (the
+    facade: through the stream's owner).
+    """
+    by_stream = _read_export(tenant, path)
+    skipped = sum(len(evs) for stream, evs in by_stream.items() if stream.startswith("meta:"))
+    fresh: dict[str, list[NewEvent]] = {}
+    for stream, evs in by_stream.items():
+        if stream.startswith("meta:"):
+            continue
+        offsets = log.event_offsets([e.event_id for e in evs], stream, tenant)  # type: ignore[attr-defined]
+        known = [e for e, o in zip(evs, offsets) if o is not None]
+        for k in range(0, len(known), 1000):
+            log.append(stream, known[k : k + 1000])  # writes nothing: checks each is the very event logged
+        skipped += len(known)
+        fresh[stream] = [e for e, o in zip(evs, offsets) if o is None]
+    written = 0
+    for stream, evs in fresh.items():
+        for k in range(0, len(evs), 1000):
+            (write or log.append)(stream, evs[k : k + 1000])  # write: through the stream's one writer
+            written += len(evs[k : k + 1000])
+    return {"written": written, "skipped": skipped}
+
+
+def _read_export(tenant: str, path: str | os.PathLike[str]) -> dict[str, list[NewEvent]]:
+    """An export's events by stream, re-keyed into ``tenant``; ``InvalidInput`` for anything that is not an export."""
     source = Path(path)
     if not source.exists():
         raise InvalidInput("path", f"{source} does not exist")
@@ -82,11 +122,4 @@ def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> i
         except (msgspec.ValidationError, KeyError, ValueError, TypeError, AttributeError) as e:
             raise InvalidInput(f"line {i + 1}", f"is not an exported event: {e}") from None
         by_stream.setdefault(stream, []).append(new)
-    n = 0
-    for stream, evs in by_stream.items():
-        if stream.startswith("meta:"):
-            continue
-        for k in range(0, len(evs), 1000):
-            log.append(stream, evs[k : k + 1000])
-            n += len(evs[k : k + 1000])
-    return n
+    return by_stream

@@ -33,6 +33,7 @@ STATUS: dict[type[BaseException], int] = {
     errors.Unauthorized: 401,
     errors.NotFound: 404,
     errors.WrongExpectedVersion: 409,
+    errors.EventIdConflict: 409,
     errors.EmbeddingModelChanged: 409,
     errors.StoreLocked: 423,
     errors.ProviderError: 502,

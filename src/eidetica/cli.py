@@ -49,7 +49,8 @@ def make_embedder(model: str | None) -> Any:
 def _require_store(path: Path) -> None:
     """Exit 1 with one line when ``path`` holds no store: an operator command must not create one by accident."""
     if not (path / "log").is_dir():
-        err.print(f"[red]error:[/] no eidetica store at {escape(str(path))}")
+        err.print(f"[red]error:[/] no eidetica store at {escape(str(path))}: name the store with --path "
+                  "(or $EIDETICA_PATH)", soft_wrap=True)
         raise typer.Exit(1)
 
 
@@ -259,10 +260,11 @@ def export(
 
 @app.command("import")
 def import_(file: Path, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
-    """Import events written by `export` (idempotent; creates the store when there is none)."""
+    """Import events written by `export` into the tenant (what the store holds already is skipped; creates the store)."""
     with _open(path, tenant, model, create=True) as m:
         n = m.import_(file)
-    console.print(f"imported {n} events from {file}")
+    console.print(f"imported {escape(str(file))} into tenant {tenant!r}: {n['written']} events written, "
+                  f"{n['skipped']} skipped (already in the store)")
 
 
 @app.command()
@@ -429,8 +431,10 @@ def serve(
 ) -> None:
     """Serve the store over HTTP (JSON API, /docs, /mcp); clients use eidetica.connect(url, api_key=...)."""
     from . import memory
+    from ._server import KeyStore, check_bind
     from ._server import serve as run_server
 
+    check_bind(host, KeyStore(path))  # before open: a refused bind must not create the store
     kw = {"address": address} if runtime == "ray" and address else {}
     with memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime=runtime, **kw) as m:
         run_server(m, host=host, port=port)
@@ -450,39 +454,51 @@ keys_app = typer.Typer(help="API keys of `eidetica serve`: each key acts in one 
 app.add_typer(keys_app, name="keys")
 
 
+def _key_store(path: Path, *, init: bool = False) -> Any:
+    """The keys of the store at ``path``; exit 1 when there is none there (unless ``init``), creating nothing.
+
+    A key written beside no store would protect nothing: the server serving another path never sees it.
+    """
+    from ._server import KEYS_FILE, KeyStore
+
+    if not init and not ((path / "log").is_dir() or (path / KEYS_FILE).is_file()):
+        err.print(f"[red]error:[/] no eidetica store at {escape(str(path))}: name the store `eidetica serve` serves "
+                  "with --path (or $EIDETICA_PATH); to make keys before its first start, add --init", soft_wrap=True)
+        raise typer.Exit(1)
+    return KeyStore(path)
+
+
 @keys_app.command("create")
 def keys_create(
     tenant: str = typer.Option(..., "--tenant", "-t", help="the tenant the key acts in"),
     name: str = typer.Option("", "--name", help="a label (who or what uses the key)"),
+    init: bool = typer.Option(False, "--init", help="create the store directory when there is none yet"),
+    operator: bool = typer.Option(False, "--operator", help="may also read store-wide /metrics from anywhere"),
     path: Path = PATH,
 ) -> None:
     """Create a key; it is shown once, alone on the last line (only a salted hash is stored)."""
-    from ._server import KeyStore
-
-    key_id, key = KeyStore(path).create(tenant, name)
-    err.print(f"key {key_id} for tenant {tenant!r} created; store it now, it is not shown again:")
-    print(key)
+    key_id, key = _key_store(path, init=init).create(tenant, name, operator=operator)
+    kind = "operator key" if operator else "key"
+    err.print(f"{kind} {key_id} for tenant {tenant!r} created in {escape(str(path))}; store it now, it is not shown again:",
+              soft_wrap=True)
+    print(key, flush=True)
 
 
 @keys_app.command("list")
 def keys_list(path: Path = PATH) -> None:
     """Key ids, tenants, names and creation times (never the keys)."""
-    from ._server import KeyStore
-
-    table = Table(title="API keys")
-    for col in ("id", "tenant", "name", "created"):
+    table = Table(title=f"API keys of {path}")
+    for col in ("id", "tenant", "name", "created", "operator"):
         table.add_column(col)
-    for k in KeyStore(path).list():
-        table.add_row(k["id"], escape(k["tenant"]), escape(k["name"]), k["created"])
+    for k in _key_store(path).list():
+        table.add_row(k["id"], escape(k["tenant"]), escape(k["name"]), k["created"], "yes" if k["operator"] else "")
     console.print(table)
 
 
 @keys_app.command("revoke")
 def keys_revoke(key_id: str, path: Path = PATH) -> None:
     """Revoke a key by its id (a running server refuses it from its next request)."""
-    from ._server import KeyStore
-
-    KeyStore(path).revoke(key_id)
+    _key_store(path).revoke(key_id)
     console.print(f"revoked {key_id}")
 
 

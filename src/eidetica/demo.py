@@ -73,6 +73,21 @@ def run_demo(path: Path, embedder: Any, console: Console) -> dict[str, float]:
         console.print(f"[bold]Ingested[/] {ingested} messages ({total - ingested} already stored) "
                       f"for {len(sample['users'])} users in {timings['ingest']:.1f} s\n")
 
+        # first: what memory holds now (superseded values are history, not shown) and a block that answers
+        t = time.perf_counter()
+        now = Table(title="current facts per user (a newer value of the same attribute supersedes the old one)")
+        now.add_column("user")
+        now.add_column("facts, strongest first")
+        for user in sample["users"]:
+            now.add_row(user, escape("\n".join(h.text for h in m.list_memories(user=user, limit=12))) or "-")
+        timings["current facts"] = time.perf_counter() - t
+        console.print(now)
+        t = time.perf_counter()
+        ctx = m.context("What does Grace eat?", user="grace", max_tokens=300)
+        timings["context"] = time.perf_counter() - t
+        console.print(Panel(escape(ctx), title='context("What does Grace eat?", user="grace"): for a system prompt',
+                            expand=False))
+
         t = time.perf_counter()
         s = m.session("ada-2026-10-02", user="ada")
         read = s.read()
@@ -93,7 +108,7 @@ def run_demo(path: Path, embedder: Any, console: Console) -> dict[str, float]:
 
         t = time.perf_counter()
         ctx = m.context("planning Ada's week and meals", user="ada", max_tokens=300)
-        timings["context"] = time.perf_counter() - t
+        timings["context (ada)"] = time.perf_counter() - t
         console.print(Panel(escape(ctx), title="context(): ready for a system prompt", expand=False))
 
         t = time.perf_counter()

@@ -6,6 +6,7 @@ caller catches either the root or one precise leaf::
     EideticaError
     ├── InvalidInput           bad argument; names the field; nothing was written
     ├── WrongExpectedVersion   optimistic concurrency check failed; nothing was written
+    ├── EventIdConflict        an event id already names another event of the tenant; nothing was written
     ├── CorruptLog             a log segment failed verification; names file and offset
     ├── CorruptIndex           an index's files are damaged; rebuilt from the log (automatically)
     ├── UnknownEventType       an event tag this version cannot decode (newer writer?)
@@ -16,7 +17,8 @@ caller catches either the root or one precise leaf::
     ├── Unauthorized           a server request without a valid API key (missing, unknown, revoked)
     ├── ProviderError          an embedding or LLM provider failed after retries
     ├── StorageError           the disk refused a write (full, read-only, I/O error); carries errno and path
-    └── ReplicaBehind          a view replica did not reach a read's offset in time (no stale answer)
+    ├── ReplicaBehind          a view replica did not reach a read's offset in time (no stale answer)
+    └── Unavailable            ``eidetica.connect()`` could not reach the server (refused, timed out); says what to retry
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "EideticaError",
     "InvalidInput",
     "WrongExpectedVersion",
+    "EventIdConflict",
     "CorruptLog",
     "CorruptIndex",
     "UnknownEventType",
@@ -39,6 +42,7 @@ __all__ = [
     "Unauthorized",
     "ReplicaBehind",
     "ReadOnly",
+    "Unavailable",
 ]
 
 
@@ -75,6 +79,20 @@ class WrongExpectedVersion(EideticaError):
             f"stream {stream!r}: expected version {_version_name(expected)}, "
             f"actual {_version_name(actual)}"
         )
+
+
+class EventIdConflict(EideticaError):
+    """The caller's event id already names another event of its tenant (other stream or content); nothing was written.
+
+    A repeated id is a retry only when it carries the same event; anything else would be
+    acknowledged without being stored.
+    """
+
+    def __init__(self, event_id: str, problem: str = "already names a different event") -> None:
+        self._init_args = (str(event_id), problem)
+        self.event_id = str(event_id)
+        self.problem = problem
+        super().__init__(f"event id {event_id} {problem}; give a new event a new id")
 
 
 class CorruptLog(EideticaError):
@@ -128,24 +146,31 @@ class StoreLocked(EideticaError):
 class EmbeddingModelChanged(EideticaError):
     """The store's vectors come from another embedder than the one given."""
 
-    def __init__(self, stored: str, given: str) -> None:
-        self._init_args = (stored, given)
+    def __init__(self, stored: str, given: str, path: str | None = None) -> None:
+        import shlex
+
+        self._init_args = (stored, given, path)
         self.stored = stored
         self.given = given
+        self.path = path
+        at = f" --path {shlex.quote(path)}" if path else ""
+        self.hint = f"eidetica reembed{at} --from {shlex.quote(stored)} --model {shlex.quote(given)}"
         super().__init__(
             f"store was embedded with {stored!r} but {given!r} was given; "
-            f"run `eidetica reembed --model {given}` to switch, or open with the stored model"
+            f"run `{self.hint}` to switch, or open with the stored model"
         )
 
 
 class DimensionMismatch(EideticaError):
     """A vector's length differs from the store's dimension."""
 
-    def __init__(self, expected: int, actual: int) -> None:
-        self._init_args = (expected, actual)
+    def __init__(self, expected: int, actual: int, hint: str = "") -> None:
+        self._init_args = (expected, actual, hint)
         self.expected = expected
         self.actual = actual
-        super().__init__(f"vector has dimension {actual}, the store expects {expected}")
+        self.hint = hint  # a command that fixes it, when there is one (another embedder: reembed)
+        super().__init__(f"vector has dimension {actual}, the store expects {expected}"
+                         + (f"; run `{hint}` to switch, or open with the stored model" if hint else ""))
 
 
 class NotFound(EideticaError, KeyError):
@@ -205,6 +230,24 @@ class ReplicaBehind(EideticaError):
             f"view replica {replica} applied {applied} but the read needs {wanted} (next offset per partition) "
             f"after {timeout:g}s; retry, or raise replica_timeout"
         )
+
+
+class Unavailable(EideticaError):
+    """The server could not be reached or did not answer (connection refused, timeout) after the client's retries.
+
+    ``sent`` is False when the request never left (nothing was done: retry freely); True when
+    it may have arrived (an append or ``remember`` is safe to retry: ids make it exactly-once).
+    """
+
+    def __init__(self, url: str, request: str, problem: str, sent: bool) -> None:
+        self._init_args = (url, request, problem, sent)
+        self.url = url
+        self.request = request
+        self.problem = problem
+        self.sent = sent
+        what = ("the request may have reached the server: retry the call (appends and remember are idempotent)"
+                if sent else "nothing was sent: retry the call once the server is up")
+        super().__init__(f"cannot reach eidetica at {url} ({request}): {problem}; {what}")
 
 
 class ReadOnly(EideticaError):

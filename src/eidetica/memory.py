@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import os
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -13,6 +14,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from .actors import (
     STRATEGIES,
     ActorSnapshots,
+    EmbedderRecord,
     Hit,
     LocalRuntime,
     MemoryConfig,
@@ -21,28 +23,25 @@ from .actors import (
     Schedules,
     SessionActor,
 )
+from . import _asof, _audit, _reembed, _reextract, _revert
 from ._erasure import compact, forget_message, forget_session
+from ._owners import append_through_owner
 from ._items import Items
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
-from .actors._text import check_id, check_text, sanitize_category
-from .errors import CorruptIndex, EmbeddingModelChanged, InvalidInput, NotFound, ProviderError
-from .events import (
-    ArrowLog,
-    EmbedderChanged,
-    EventLog,
-    NewEvent,
-    RecordedEvent,
-)
+from .actors._text import check_id, check_metadata, check_text, sanitize_category
+from .errors import CorruptIndex, InvalidInput, ProviderError, ReplicaBehind
+from .events import ArrowLog, EventLog, RecordedEvent
 from ._pending import WRITE_ERROR_MODES, PendingWrites
-from .events.streams import meta_stream, parse_stream
-from .projections import LocalViews, SearchHit
-from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SearchOptions
-from .providers import LLM, Embedder, OfflineLLM, count_tokens, default_embedder
+from ._wire import floor_from_json
+from .events.streams import parse_stream
+from .projections import LocalViews, NoteInfo, SearchHit
+from . import _context
+from ._context import CONTEXT_TOKENS
+from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, SearchOptions, default_options
+from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
-
-_EMBEDDER_STREAM = meta_stream("embedder")
 
 
 def _utcnow() -> dt.datetime:
@@ -79,10 +78,11 @@ def open(  # noqa: A001 - the contract's name
             parts.path, tenant=tenant, embedder=parts.embedder, llm=parts.llm, config=parts.config, clock=clock,
             log=parts.log, runtime=parts.runtime, views=parts.views, on_write_error=on_write_error,
         )
+    replica_timeout = options.pop("replica_timeout", 30.0)  # as on Ray: how long a read waits for its min_offset
     if options:
         raise InvalidInput(sorted(options)[0], "is not an option of the local runtime")
     return Memory(path, tenant=tenant, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync,
-                  on_write_error=on_write_error)
+                  on_write_error=on_write_error, replica_timeout=replica_timeout)
 
 
 class Memory:
@@ -102,8 +102,12 @@ class Memory:
         runtime: Runtime | None = None,
         views: Any = None,
         on_write_error: str = "raise",
+        replica_timeout: float = 30.0,
     ) -> None:
         self.tenant = check_id("tenant", tenant)
+        if isinstance(replica_timeout, bool) or not isinstance(replica_timeout, (int, float)) or replica_timeout < 0:
+            raise InvalidInput("replica_timeout", "must be a number of seconds >= 0", replica_timeout)
+        self.replica_timeout = float(replica_timeout)
         if on_write_error not in WRITE_ERROR_MODES:
             raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
         self._pending: PendingWrites | None = PendingWrites() if on_write_error == "queue" else None
@@ -138,6 +142,8 @@ class Memory:
             self._hk = threading.Thread(target=self._housekeeping, name="eidetica-housekeeping", daemon=True)
             self._hk.start()
         self.extraction_failures = 0
+        if self.config.auto_extract:
+            self._resume_extraction()
 
     def for_tenant(self, tenant: str) -> "Memory":
         """The same store seen as another tenant (shares the log, indices and actors)."""
@@ -160,13 +166,7 @@ class Memory:
 
     # -- lifecycle -------------------------------------------------------------------
     def _check_embedder(self) -> None:
-        recs = self.log.read_stream(_EMBEDDER_STREAM)
-        current = recs[-1].decode() if recs else None
-        if current is None:
-            ev = EmbedderChanged(model_id=self.embedder.model_id, dim=self.embedder.dim)
-            self.log.append(_EMBEDDER_STREAM, [NewEvent.of(ev, tenant="")], -1)
-        elif current.model_id != self.embedder.model_id or current.dim != self.embedder.dim:  # type: ignore[attr-defined]
-            raise EmbeddingModelChanged(f"{current.model_id} ({current.dim}-d)", f"{self.embedder.model_id} ({self.embedder.dim}-d)")  # type: ignore[attr-defined]
+        EmbedderRecord(self.log).check(self.embedder.model_id, self.embedder.dim, str(self.path))
 
     def housekeep(self) -> dict[str, Any]:
         """Write what is due now: the log's recovery checkpoints and the state snapshot (the housekeeping thread's work)."""
@@ -258,12 +258,13 @@ class Memory:
         return {p: h - 1 for p in range(self.log.partitions) if (h := self.log.head(p)) > 0}
 
     def _min_floor(self, min_offset: int | Mapping[int, int] | None) -> dict[int, int]:
-        """``min_offset`` as partition -> offset, checked (an int names partition 0 of a one-partition log)."""
+        """``min_offset`` as partition -> offset, checked (an int names partition 0 of a one-partition log; keys may be
+        ``Eidetica-Written``'s strings)."""
         if min_offset is None:
             return {}
         parts = self.log.partitions
         if isinstance(min_offset, Mapping):
-            items = dict(min_offset)
+            items = floor_from_json(dict(min_offset))  # the header's own form, {"0": 5}, too
         elif isinstance(min_offset, int) and not isinstance(min_offset, bool):
             if parts != 1:
                 raise InvalidInput("min_offset", f"the log has {parts} partitions: pass {{partition: offset}}",
@@ -277,6 +278,14 @@ class Memory:
             if isinstance(o, bool) or not isinstance(o, int):
                 raise InvalidInput("min_offset", f"offset {o!r} is not an int", min_offset)
         return {p: o for p, o in items.items() if o >= 0}  # -1: nothing written (a buffered append)
+
+    def _await_floor(self, floor: dict[int, int]) -> None:
+        """Wait up to ``replica_timeout`` for the log to commit ``floor``, else ``ReplicaBehind`` (never a stale answer)."""
+        deadline = time.monotonic() + self.replica_timeout
+        for p, o in floor.items():
+            if not self.log.wait_for(o, partition=p, timeout=max(0.0, deadline - time.monotonic())):
+                heads = {q: self.log.head(q) for q in floor}
+                raise ReplicaBehind("embedded", {q: x + 1 for q, x in floor.items()}, heads, self.replica_timeout)
 
     def _sync(self) -> None:
         """Read your own writes: apply everything committed before answering."""
@@ -313,12 +322,7 @@ class Memory:
 
     def forget_session(self, session_id: str) -> None:
         """Forget a session: messages, summaries and their chunks."""
-        check_id("session_id", session_id)
-        self._sync()
-        owner = next((s.user_id for s in self.state.sessions(self.tenant) if s.session_id == session_id), None)
-        if owner is None:
-            raise NotFound("session", session_id)
-        forget_session(self, session_id, owner)  # and what was derived from its messages alone (_erasure.py)
+        forget_session(self, check_id("session_id", session_id))  # and what was derived from its messages alone
 
     def _after_append(self, actor: SessionActor, items: list[dict[str, Any]], strategy: str) -> None:
         if self.config.auto_extract:
@@ -336,6 +340,25 @@ class Memory:
         if self.config.max_sessions is not None and actor.version <= len(items) + 1:
             self._prune_sessions()
 
+    def _resume_extraction(self, tenant: str | None = None) -> int:
+        """Extract the user messages (of ``tenant``, else every tenant) committed without an ``ExtractionCompleted``
+        (a crash between the append and its extraction, a provider failure); at open and in sweep(); returns the facts written."""
+        self._sync()
+        found = 0
+        pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for t, m in self.state.pending_extractions():
+            if tenant is not None and t != tenant:
+                continue
+            pending.setdefault((t, m.user_id), []).append(
+                {"session_id": m.session_id, "sequence": m.sequence, "content": m.content, "metadata": m.metadata,
+                 "time": m.time})
+        for (t, user), msgs in pending.items():
+            try:
+                found += len(self.runtime.curator(t, user).extract(msgs))
+            except ProviderError:
+                self.extraction_failures += 1  # still pending: sweep() or the next open retries
+        return found
+
     def _prune_sessions(self) -> None:
         self._sync()
         sessions = [s for s in self.state.sessions(self.tenant)]
@@ -343,7 +366,8 @@ class Memory:
             self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
 
     # -- facts -----------------------------------------------------------------------
-    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None) -> str:
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> str:
         """Store a fact about a user; returns its id (an existing id when it reinforced one).
 
         ``request_id`` (caller-chosen) makes a retry return the first call's id, writing nothing.
@@ -351,14 +375,19 @@ class Memory:
         A user keeps at most ``MemoryConfig.max_memories`` (default 1,000) active facts: beyond
         that every new fact prunes the weakest one (lowest confidence, then least recently
         reinforced) in the same commit; ``stats()["facts"]`` counts pruned facts.
+
+        ``metadata``: the caller's (JSON-like) for a new fact; ``recall`` and ``list_memories`` filter on it and
+        hits show it beside ``sources``. A restatement reinforces the existing fact and keeps its metadata.
         """
         check_id("user", user)
         check_text("content", content)
+        metadata = check_metadata("metadata", metadata)
         if request_id is not None:
             check_id("request_id", request_id)
         rid = request_id or uuid.uuid4().hex  # the request id makes a retried (queued) call exactly-once
         return self._write(
-            "remember", lambda: self.runtime.curator(self.tenant, user).remember(content, category, request_id=rid),
+            "remember", lambda: self.runtime.curator(self.tenant, user).remember(content, category, request_id=rid,
+                                                                                       metadata=metadata),
             f"pending:{rid}",
         )
 
@@ -384,39 +413,42 @@ class Memory:
         now: dt.datetime | None = None,
         confidence_weight: float = 0.0,
         min_offset: int | Mapping[int, int] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> list[Hit]:
         """The user's facts most relevant to ``query`` (re-ranking options and ``min_offset`` as in ``search``).
 
-        Facts that answer (score at least ``FACT_MIN_SCORE``, 0.20) come first; then what the
-        user said in their own messages (role ``user``; hits of kind ``message``, a message
-        whose text is already a fact left out) and weaker facts, by calibrated score. The
-        offline extractor keeps only common kinds of statements: a question about anything
-        else is still answered from what the user said. With a ``category``, facts only.
+        Facts and what the user said in their own messages (role ``user``; a message whose
+        text is already a fact left out) on one calibrated scale, ranked as ``search`` ranks
+        (its defaults): a fact does not outrank a message that answers better. The offline
+        extractor keeps only common kinds of statements: a question about anything else is
+        still answered from what the user said. With a ``category`` or ``metadata`` (facts whose
+        metadata holds every given key with that value), facts only.
         """
         check_id("user", user)
-        if category is not None:
-            category = sanitize_category(category)  # the form it was stored in
-            return self._search(query, top_k=top_k, user=user, kinds=["fact"], category=category, mmr=mmr,
-                                recency_half_life=recency_half_life, now=now, confidence_weight=confidence_weight,
-                                min_offset=min_offset)
+        want = check_metadata("metadata", metadata)
+        if category is not None or want:
+            category = None if category is None else sanitize_category(category)  # the form it was stored in
+            facts = self._search_hits(query, top_k=min(10_000, 4 * top_k if want else top_k), user=user, kinds=["fact"],
+                                      category=category, mmr=mmr, recency_half_life=recency_half_life, now=now,
+                                      confidence_weight=confidence_weight, min_offset=min_offset, **default_options())
+            return [_hit(h) for h in facts if _holds(h.metadata, want)][:top_k]
         # One search over facts and messages: calibrated scores rank both on one scale.
         hits = self._search_hits(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"],
                                  names=True, mmr=mmr, recency_half_life=recency_half_life, now=now,
-                                 confidence_weight=confidence_weight, min_offset=min_offset)
+                                 confidence_weight=confidence_weight, min_offset=min_offset, **default_options())
         seen = {h.text for h in hits if h.kind == "fact"}
         out = [h for h in hits
                if h.kind == "fact" or ((h.metadata or {}).get("role", "user") == "user" and h.text not in seen)]
-        # facts that answer (distilled, deduplicated) lead; then the rest by score (as the hit rounds it).
-        # Only the hits returned are made into Hits: 4 x top_k were asked for.
-        out.sort(key=lambda h: not (h.kind == "fact" and _shown(h.score) >= FACT_MIN_SCORE))
-        return [_hit(h) for h in out[:top_k]]
+        return [_hit(h) for h in out[:top_k]]  # only those returned are made into Hits
 
-    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20) -> list[Hit]:
-        """The user's active facts, strongest first (from the one fact read model, ``projections.FactInfo``)."""
+    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20,
+                      metadata: dict[str, Any] | None = None) -> list[Hit]:
+        """The user's active facts, strongest first (``metadata``: those holding every given key and value)."""
         check_id("user", user)
         _check_k("limit", limit)
+        want = check_metadata("metadata", metadata)
         self._sync()
-        facts = self.state.facts(self.tenant, user)
+        facts = [f for f in self.state.facts(self.tenant, user) if _holds(f.metadata, want)]
         if category is not None:
             want = sanitize_category(category)
             facts = [f for f in facts if f.category == want]
@@ -424,7 +456,7 @@ class Memory:
         return [
             Hit(id=f.fact_id, kind="fact", text=f.content, score=_shown(f.confidence), time=f.created,
                 category=f.category, user_id=user, confidence=f.confidence, source_id=f.fact_id,
-                metadata={"sources": f.sources})
+                metadata={**f.metadata, "sources": f.sources})
             for f in facts
         ]
 
@@ -462,6 +494,13 @@ class Memory:
         check_text("text", text)
         note_id = f"note-{uuid.uuid4()}"  # chosen here: a queued note already has its id
         return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(text, note_id=note_id), note_id)
+
+    def list_notes(self, *, user: str, limit: int = 20) -> list[NoteInfo]:
+        """The user's notes, newest first."""
+        check_id("user", user)
+        _check_k("limit", limit)
+        self._sync()
+        return self.state.notes(self.tenant, user)[:limit]
 
     def update_note(self, note_id: str, text: str, *, user: str) -> None:
         """Replace a note's text, keeping its id (the old text stays in the log until the note is deleted and compacted)."""
@@ -513,6 +552,8 @@ class Memory:
         if not isinstance(names, bool):
             raise InvalidInput("names", "must be True or False", names)
         SearchOptions.check(**options)  # validated before any work: bad input changes nothing
+        if floor and not hasattr(self.views, "written"):  # embedded: wait for the log to commit it, as a replica would
+            self._await_floor(floor)
         self._sync()
         # the views plan the query (names, dates) and embed it: on Ray, one call to one replica
         kw = dict(
@@ -541,7 +582,7 @@ class Memory:
         exclude_session: str | None = None,
         session_id: str | None = None,
         min_score: float = MIN_SCORE,
-        kinds: Sequence[str] = ("message", "summary"),
+        kinds: Sequence[str] = SEARCH_KINDS,
         mode: str = "hybrid",
         names: bool = True,
         candidates: int = SEARCH_DEFAULTS.candidates,
@@ -564,8 +605,10 @@ class Memory:
         [0, 1]), a message gains 0.2 of each adjacent message's
         score and 0.3 of its session's best, messages of a person the query names gain 0.15,
         and messages from a period the query names ("in July 2023", "on May 3, 2023") rank
-        first. Scores are calibrated (comparable across queries): ``min_score`` (0.40) drops
-        what is probably not relevant, so a never-discussed topic returns nothing.
+        first. Scores are calibrated (comparable across queries): ``min_score`` (0.30) drops
+        what is probably not relevant; with a positive ``min_score``, a query naming a person,
+        place or thing no document of this store holds returns nothing (never discussed).
+        ``kinds``: messages, summaries, facts and notes by default (facts and notes pass at 0.20).
 
         ``names``: drop participants' names (see ``participant_names``) and the user's own
         name from the query: they say who spoke, not what about. ``candidates``: rows asked of
@@ -587,42 +630,35 @@ class Memory:
         check_id("user", user)
         if session_id is not None:
             check_id("session_id", session_id)
-        return self._search(
-            query, top_k=top_k, user=user, kinds=kinds, exclude_session=exclude_session, session_id=session_id,
-            min_score=min_score, mode=mode,
+        # Facts and notes pass at FACT_MIN_SCORE when the cut is higher: a user's few distilled rows
+        # rarely match by chance, and a paraphrase's cosine alone ("what does Ada eat" -> "Ada is
+        # vegetarian": 0.26 with MiniLM) has to pass.
+        distilled = bool({"fact", "note"} & set(kinds)) if isinstance(kinds, (list, tuple, set, frozenset)) else False
+        low = (distilled and isinstance(min_score, (int, float)) and not isinstance(min_score, bool)
+               and min_score > FACT_MIN_SCORE)
+        hits = self._search(
+            query, top_k=2 * top_k if low else top_k, user=user, kinds=kinds, exclude_session=exclude_session,
+            session_id=session_id, min_score=FACT_MIN_SCORE if low else min_score, mode=mode,
             names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
             session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
             confidence_weight=confidence_weight, speaker_weight=speaker_weight, time_weight=time_weight, fusion=fusion,
             min_offset=min_offset,
         )
+        return [h for h in hits if not low or h.kind in ("fact", "note") or h.score >= min_score][:top_k]
 
-    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = 500) -> str:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
+                as_data: bool = False) -> Any:
+        """The agent's "## Relevant Memory" block for a system prompt (format: README, ``_context``):
+        the user's profile, then the facts, notes and past messages relevant to ``query``, within
+        ``max_tokens`` (``providers.count_tokens``). ``as_data``: the same content as a dict."""
         check_id("user", user)
         _check_k("max_facts", max_facts)
         _check_k("max_tokens", max_tokens)
-        # calibrated scores: a topic never stored gives the "no relevant memories" block
-        facts = self._search(query, top_k=max_facts, user=user, kinds=["fact"], min_score=FACT_MIN_SCORE)
-        notes = self._search(query, top_k=max(3, max_facts // 2), user=user, kinds=["note"], min_score=FACT_MIN_SCORE)
-        lines = ["## Relevant Memory", ""]
-        used = count_tokens("\n".join(lines))
-        for title, hits in (("### Facts", facts), ("### Notes", notes)):
-            if not hits:
-                continue
-            block = [title]
-            for h in hits:
-                line = f"- {h}"
-                t = count_tokens(line)
-                if used + t + count_tokens(title) > max_tokens:
-                    break
-                block.append(line)
-                used += t
-            if len(block) > 1:
-                lines += block + [""]
-                used += count_tokens(title)
-        if len(lines) == 2:
-            lines.append("_No relevant memories._")
-        return "\n".join(lines).rstrip() + "\n"
+        if not isinstance(as_data, bool):
+            raise InvalidInput("as_data", "must be True or False", as_data)
+        self._sync()
+        data = _context.build(self, query, user=user, max_facts=max_facts, max_tokens=max_tokens)
+        return data if as_data else _context.render(data)
 
     # -- maintenance -----------------------------------------------------------------
     def sweep(self, now: dt.datetime | None = None) -> dict[str, int]:
@@ -636,17 +672,8 @@ class Memory:
             r = cur.sweep(now or self.clock())
             totals["decayed"] += r["decayed"]
             totals["pruned"] += r["pruned"]
-            if self.config.auto_extract:
-                pending = [
-                    {"session_id": s.session_id, "sequence": m.sequence, "content": m.content, "metadata": m.metadata, "time": m.time}
-                    for s in self.state.sessions(self.tenant, user)
-                    for m in self.runtime.session(self.tenant, s.session_id, user).history()
-                    if m.role == "user"
-                ]
-                try:
-                    totals["extracted"] += len(cur.extract(pending))
-                except ProviderError:
-                    self.extraction_failures += 1
+        if self.config.auto_extract:
+            totals["extracted"] = self._resume_extraction(self.tenant)
         return totals
 
     def stats(self) -> dict[str, Any]:
@@ -700,9 +727,9 @@ class Memory:
         self._drain_items()
         return export_events(self.log, self.tenant, path)
 
-    def import_(self, path: str | os.PathLike[str]) -> int:
-        """Append events exported by ``export`` into this tenant (idempotent by event id)."""
-        n = import_events(self.log, self.tenant, path)
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
+        n = import_events(self.log, self.tenant, path, lambda stream, evs: append_through_owner(self.runtime, stream, evs))
         self.items._recovered = False  # imported puts may still want their vectors (written behind)
         if isinstance(self.runtime, LocalRuntime):
             self.runtime.close()  # actors refold from the log on next use
@@ -731,36 +758,24 @@ class Memory:
 
     def reembed(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
         """Embed every live text again with ``embedder``, record the switch, and move to it (resumable)."""
-        from ._reembed import reembed
-
-        return reembed(self, embedder, progress)
+        return _reembed.reembed(self, embedder, progress)
 
     # -- audit and rewind (provenance, revert: _audit.py, _revert.py) -------------------
     def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
         """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
-        from ._audit import explain
-
-        check_id("user", user)
-        self._sync()
-        return explain(self.log, self.tenant, fact_id, user)
+        return _audit.explain(self, fact_id, user)
 
     def as_of(self, when: Any) -> "Memory":
         """The store as it was at ``when`` (aware datetime or log offset), read-only: writes raise ``ReadOnly``."""
-        from ._asof import as_of
-
-        return as_of(self, when)
+        return _asof.as_of(self, when)
 
     def reextract(self, user: str | None = None, llm: LLM | None = None) -> dict[str, int]:
         """Run the current (or given) extractor over the stored user messages and bring the facts in line (resumable)."""
-        from ._reextract import reextract
-
-        return reextract(self, user, llm)
+        return _reextract.reextract(self, user, llm)
 
     def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
         """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent; messages kept unless asked."""
-        from ._revert import revert
-
-        return revert(self, user, session_id, since, messages)
+        return _revert.revert(self, user, session_id, since, messages)
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop the projections and replay the log into them; returns events replayed."""
@@ -924,6 +939,12 @@ class SessionHandle:
 def _check_k(field: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 10_000:
         raise InvalidInput(field, "must be an int in [1, 10000]", value)
+
+
+def _holds(meta: Mapping[str, Any] | None, want: Mapping[str, Any]) -> bool:
+    """Whether ``meta`` has every key of ``want`` with the same value (a metadata filter)."""
+    meta = meta or {}
+    return all(k in meta and meta[k] == v for k, v in want.items())
 
 
 def _shown(score: float) -> float:

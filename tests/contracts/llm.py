@@ -73,7 +73,7 @@ class LLMConformance:
         assert facts
         with pytest.raises(AttributeError):
             facts[0].content = "changed"  # type: ignore[misc]
-        assert facts[0] == ExtractedFact(content=facts[0].content, category=facts[0].category)
+        assert facts[0] == ExtractedFact(content=facts[0].content, category=facts[0].category, attribute=facts[0].attribute)
 
     # --- summaries ------------------------------------------------------------------------------
     @pytest.mark.parametrize("target", [8, 20, 40, 120])

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from eidetica.errors import InvalidInput, WrongExpectedVersion
+from eidetica.errors import EventIdConflict, InvalidInput, WrongExpectedVersion
 from eidetica.events import (
     ANY,
     NO_STREAM,
@@ -122,9 +122,43 @@ class LogConformance:
     def test_partial_reappend_is_rejected(self, log: EventLog) -> None:
         evs = [msg(0), msg(1)]
         log.append("a", evs)
-        with pytest.raises(InvalidInput):
-            log.append("a", [evs[0], msg(5)])
+        with pytest.raises(EventIdConflict) as e:
+            log.append("a", [msg(5), evs[0]])
+        assert e.value.event_id == str(evs[0].event_id)  # the id that was known, named
         assert len(all_events(log)) == 2
+
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_a_known_id_with_other_content_is_a_conflict(self, log: EventLog, n: int) -> None:
+        evs = [msg(i) for i in range(n)]
+        log.append("a", evs)
+        changed = [NewEvent(type=e.type, payload=e.payload + b"x" if i == n - 1 else e.payload, event_id=e.event_id,
+                            tenant=e.tenant) for i, e in enumerate(evs)]
+        retyped = [NewEvent(type="Other", payload=e.payload, event_id=e.event_id, tenant=e.tenant) for e in evs]
+        for bad in (changed, retyped):
+            with pytest.raises(EventIdConflict, match="other content") as e:
+                log.append("a", bad)
+            assert isinstance(e.value.event_id, str) and e.value.event_id in str(e.value)
+        assert len(all_events(log)) == n
+        assert log.append("a", evs) == (0, n - 1)  # the very events: still a retry
+
+    def test_event_ids_are_scoped_per_tenant(self, log: EventLog) -> None:
+        mine = msg(0, tenant="acme")
+        log.append("a", [mine])
+        theirs = NewEvent(type=mine.type, payload=b"another tenant's event", event_id=mine.event_id, tenant="globex")
+        other = same_partition(log, "a")
+        # the same caller id in another tenant is another event: stored, never answered with acme's offset
+        assert log.append(other, [theirs]) == (1, 1)
+        assert log.append(other, [theirs]) == (1, 1)  # and idempotent in its own tenant
+        assert log.append("a", [mine]) == (0, 0)
+        # a batch mixing a fresh id with one only the other tenant knows is a plain new append
+        fresh = NewEvent(type="T", payload=b"x", tenant="globex")
+        again = NewEvent(type="T", payload=b"y", event_id=uuid.uuid4(), tenant="globex")
+        log.append(other, [again])
+        with pytest.raises(EventIdConflict) as e:
+            log.append(other, [fresh, again, NewEvent(type="T", payload=b"z", event_id=mine.event_id, tenant="globex")])
+        assert e.value.event_id == str(again.event_id)  # globex's own id, never acme's
+        assert [(ev.tenant, ev.event_id) for ev in all_events(log)] == [
+            ("acme", mine.event_id), ("globex", mine.event_id), ("globex", again.event_id)]
 
     @pytest.mark.parametrize(
         "stream,events,expected,field",
@@ -253,7 +287,7 @@ class LogConformance:
         for t in ts:
             t.join()
         assert isinstance(out[0], WrongExpectedVersion)
-        assert isinstance(out[1], InvalidInput)
+        assert isinstance(out[1], EventIdConflict)
         assert all(isinstance(out[k], tuple) for k in range(2, 12))
         assert log.stream_version("base") == 0 and log.stream_version("seen") == 0
         assert all(log.stream_version(f"ok{k}") == 0 for k in range(2, 12))
@@ -347,10 +381,13 @@ class LogConformance:
     def test_unique_event_ids_are_required_across_streams(self, log: EventLog) -> None:
         e = msg(0)
         log.append("a", [e])
-        # the same id sent to another stream of the same partition is a retry of the first
-        # append, not a new event (a stream is picked in a's partition, so every variant asserts)
+        # the same id sent to another stream of the same partition names another event: refused,
+        # not acknowledged with the first event's offset (a stream in a's partition: every variant asserts)
         other = same_partition(log, "a")
-        assert log.append(other, [e]) == (0, 0)
+        with pytest.raises(EventIdConflict, match="another stream"):
+            log.append(other, [e])
+        with pytest.raises(EventIdConflict):
+            log.append(other, [msg(1), e])
         assert log.read_stream(other) == []
         assert log.stream_version(other) == NO_STREAM
         assert len(all_events(log)) == 1
@@ -391,6 +428,31 @@ class LogConformance:
         assert out == [(0, n - 1)] * 8
         assert [e.event_id for e in log.read(partition=p)] == [e.event_id for e in evs]
         assert log.stream_version("a") == n - 1
+
+    @pytest.mark.parametrize("n", [1, 2])
+    def test_one_id_with_different_events_at_once_stores_one(self, log: EventLog, n: int) -> None:
+        # callers racing with one id but different content: one event is stored and acknowledged,
+        # every other caller gets EventIdConflict (never an offset of an event that is not theirs)
+        ids = [uuid.uuid4() for _ in range(n)]
+        barrier = threading.Barrier(8)
+        out: dict[int, object] = {}
+
+        def work(k: int) -> None:
+            evs = [NewEvent(type="T", payload=f"caller {k} event {i}".encode(), event_id=ids[i]) for i in range(n)]
+            barrier.wait()
+            try:
+                out[k] = log.append("a", evs)
+            except Exception as e:  # noqa: BLE001 - checked below
+                out[k] = e
+
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        won = [k for k, r in out.items() if r == (0, n - 1)]
+        assert len(won) == 1 and all(isinstance(r, EventIdConflict) for k, r in out.items() if k != won[0])
+        assert [e.payload for e in log.read_stream("a")] == [f"caller {won[0]} event {i}".encode() for i in range(n)]
 
     def test_event_ids_are_uuids(self, log: EventLog) -> None:
         e = NewEvent(type="X", payload=b"p", event_id=uuid.UUID(int=7))

@@ -11,16 +11,17 @@ from typing import Any
 from ..errors import InvalidInput
 from ..memory import Memory
 from ._app import Guard, create_app, is_loopback
-from ._keys import KeyStore
+from ._keys import KEYS_FILE, KeyStore
+from ._metrics import Observed
 
-__all__ = ["build", "serve", "serve_mcp_stdio", "KeyStore", "is_loopback"]
+__all__ = ["build", "serve", "serve_mcp_stdio", "KeyStore", "KEYS_FILE", "is_loopback", "check_bind"]
 
 
-def build(memory: Memory, *, keys: KeyStore | None = None, host: str = "127.0.0.1", mcp: bool = True) -> Guard:
-    """The ASGI application: the HTTP API, plus MCP (streamable HTTP) at /mcp."""
+def build(memory: Memory, *, keys: KeyStore | None = None, host: str = "127.0.0.1", mcp: bool = True) -> Observed:
+    """The ASGI application: the HTTP API and /ui, plus MCP (streamable HTTP) at /mcp; counted and timed, /metrics."""
     app = create_app(memory, keys=keys, host=host)
     if not mcp:
-        return Guard(app)
+        return Observed(Guard(app), memory, keys)
     from mcp.server.transport_security import TransportSecuritySettings
 
     from ._mcp import build_mcp
@@ -36,7 +37,7 @@ def build(memory: Memory, *, keys: KeyStore | None = None, host: str = "127.0.0.
     security = None if is_loopback(host) else TransportSecuritySettings(enable_dns_rebinding_protection=False)
     mcp_app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
                                          transport_security=security, host=host)
-    return Guard(app, mcp_app, server)
+    return Observed(Guard(app, mcp_app, server), memory, keys)
 
 
 def check_bind(host: str, keys: KeyStore) -> None:
@@ -44,7 +45,8 @@ def check_bind(host: str, keys: KeyStore) -> None:
     if not is_loopback(host) and not keys.active():
         raise InvalidInput(
             "host", f"refusing to serve {host} without API keys (anyone on the network could read and erase the "
-            "store); create one with `eidetica keys create --tenant NAME`, or bind 127.0.0.1"
+            f"store); create one with `eidetica keys create --path {keys.path.parent} --tenant NAME` (add --init "
+            "when the store does not exist yet), or bind loopback with `--host 127.0.0.1`"
         )
 
 
@@ -55,7 +57,8 @@ def serve(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, mcp: boo
     keys = KeyStore(memory.path)
     check_bind(host, keys)
     app = build(memory, keys=keys, host=host, mcp=mcp)
-    print(f"eidetica: serving {memory.path} on http://{host}:{port} (docs at /docs, MCP at /mcp)", file=sys.stderr, flush=True)
+    print(f"eidetica: serving {memory.path} on http://{host}:{port} (docs at /docs, MCP at /mcp, inspector at /ui, "
+          "metrics at /metrics)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, lifespan="on")
 
 

@@ -30,7 +30,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import EideticaError, InvalidInput, NotFound, ReadOnly, Unauthorized
 from .._asof import PastViews
 from .._audit import acting
+from .._context import CONTEXT_TOKENS
 from ..memory import Memory
+from ..projections._ranking import MIN_SCORE, SEARCH_KINDS
+from .._transfer import event_row
 from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
 from ._keys import KeyStore
 
@@ -141,6 +144,7 @@ class RememberIn(_Body):
     content: Any = None
     category: Any = "general"
     request_id: Optional[str] = None
+    metadata: Any = None
 
 
 class RememberManyIn(_Body):
@@ -161,6 +165,7 @@ class RecallIn(_Body):
     now: Optional[dt.datetime] = None
     confidence_weight: Any = 0.0
     min_offset: Any = None
+    metadata: Any = None
 
 
 class SearchIn(_Body):
@@ -170,8 +175,9 @@ class SearchIn(_Body):
     user: Any = None
     top_k: Any = 10
     exclude_session: Any = None
-    min_score: Any = 0.60
-    kinds: Any = ("message", "summary")
+    session_id: Any = None
+    min_score: Any = MIN_SCORE
+    kinds: Any = SEARCH_KINDS
     mode: Any = "hybrid"
     names: Any = True
     candidates: Any = 50
@@ -183,6 +189,8 @@ class SearchIn(_Body):
     now: Optional[dt.datetime] = None
     confidence_weight: Any = 0.0
     speaker_weight: Any = 0.0
+    time_weight: Any = None
+    fusion: Any = None
     min_offset: Any = None
 
 
@@ -192,7 +200,8 @@ class ContextIn(_Body):
     query: Any = None
     user: Any = None
     max_facts: Any = 10
-    max_tokens: Any = 500
+    max_tokens: Any = CONTEXT_TOKENS
+    as_data: Any = False
 
 
 class ForgetMatchingIn(_Body):
@@ -212,6 +221,12 @@ class SummarizeIn(_Body):
     """Roll old turns into the summary now."""
 
     force: Any = True
+
+
+class ReextractIn(_Body):
+    """Run the server's extractor again over the stored user messages (of one user, or all)."""
+
+    user: Optional[str] = None
 
 
 class RevertIn(_Body):
@@ -306,7 +321,8 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         if not loopback:
             raise Unauthorized("no API key is configured; this server only serves loopback without keys")
         if bearer:
-            raise Unauthorized("this server has no API keys; create one with `eidetica keys create`")
+            raise Unauthorized("this server has no API keys; create one with `eidetica keys create --path STORE "
+                               "--tenant NAME` (STORE: the --path this server serves)")
         return memory.tenant
 
     app.state.authenticate = authenticate
@@ -483,7 +499,8 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     @app.post(U + "/memories", tags=["memories"], status_code=201)
     def remember(user: str, body: RememberIn, m: Memory = M) -> Response:
         """Store a fact (a restatement reinforces the existing one and returns its id)."""
-        return _wrote(m, {"id": m.remember(body.content, body.category, user=user, request_id=body.request_id)}, 201)
+        fid = m.remember(body.content, body.category, user=user, request_id=body.request_id, metadata=body.metadata)
+        return _wrote(m, {"id": fid}, 201)
 
     @app.post(U + "/memories/batch", tags=["memories"], status_code=201)
     def remember_many(user: str, body: RememberManyIn, m: Memory = M) -> Response:
@@ -491,9 +508,14 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _wrote(m, {"ids": m.remember_many(body.items, user=user, request_id=body.request_id)}, 201)
 
     @app.get(U + "/memories", tags=["memories"])
-    def list_memories(user: str, category: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
-        """The user's active facts, strongest first."""
-        return _json(m.list_memories(user=user, category=category, limit=limit))
+    def list_memories(user: str, category: Optional[str] = None, limit: int = 20, metadata: Optional[str] = None,
+                      m: Memory = M) -> Response:
+        """The user's active facts, strongest first (``metadata``: a JSON object every listed fact's metadata holds)."""
+        try:
+            want = None if metadata is None else json.loads(metadata)
+        except ValueError:
+            raise InvalidInput("metadata", "must be a JSON object", metadata) from None
+        return _json(m.list_memories(user=user, category=category, limit=limit, metadata=want))
 
     @app.post(U + "/memories/recall", tags=["memories"])
     def recall(user: str, body: RecallIn, m: Memory = M) -> Response:
@@ -526,6 +548,11 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         with asking(request):
             return _wrote(m, m.session(session_id, user=user).forget_message(sequence))
 
+    @app.post("/v1/reextract", tags=["memories"])
+    def reextract(body: ReextractIn = Body(ReextractIn()), m: Memory = M) -> Response:
+        """Bring the facts in line with the server's extractor run over the stored user messages (resumable)."""
+        return _wrote(m, m.reextract(user=body.user))
+
     @app.get(U + "/memories/{fact_id}/history", tags=["memories"])
     def fact_history(user: str, fact_id: str, m: Memory = M) -> Response:
         """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
@@ -553,6 +580,17 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         """Store a note; returns its id."""
         return _wrote(m, {"id": m.store_note(body.text, user=user)}, 201)
 
+    @app.get(U + "/notes", tags=["notes"])
+    def list_notes(user: str, limit: int = 20, m: Memory = M) -> Response:
+        """The user's notes, newest first."""
+        return _json(m.list_notes(user=user, limit=limit))
+
+    @app.patch(U + "/notes/{note_id}", tags=["notes"])
+    def update_note(user: str, note_id: str, body: NoteIn, m: Memory = M) -> Response:
+        """Replace a note's text, keeping its id."""
+        m.update_note(note_id, body.text, user=user)
+        return _wrote(m, {"updated": note_id})
+
     @app.delete(U + "/notes/{note_id}", tags=["notes"])
     def delete_note(user: str, note_id: str, m: Memory = M) -> Response:
         """Delete a note."""
@@ -564,15 +602,16 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
     def search(body: SearchIn, m: Memory = M) -> Response:
         """Search a user's conversations across sessions (hybrid vector + full text)."""
         kw = _set(body)
-        if "kinds" in kw and isinstance(kw["kinds"], list):
-            kw["kinds"] = tuple(kw["kinds"])
+        for pair in ("kinds", "neighbors"):  # JSON arrays: the facade's tuples
+            if isinstance(kw.get(pair), list):
+                kw[pair] = tuple(kw[pair])
         if kw.get("vector_weight", 0) is None:
             kw.pop("vector_weight")
         return _json(m.search(kw.pop("query", None), user=kw.pop("user", None), **kw))
 
     @app.post("/v1/context", tags=["search"])
     def context(body: ContextIn, m: Memory = M) -> Response:
-        """A "## Relevant Memory" markdown block of facts and notes for a system prompt."""
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as JSON)."""
         kw = _set(body)
         return _json({"context": m.context(kw.pop("query", None), user=kw.pop("user", None), **kw)})
 
@@ -585,16 +624,18 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _wrote(m, m.schedules.create(*args, user=kw.pop("user", None), **kw), 201)
 
     @app.get("/v1/schedules", tags=["schedules"])
-    def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, m: Memory = M) -> Response:
-        """Schedules whose name or payload contains ``query`` (all when empty)."""
+    def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, offset: int = 0,
+                         status: Optional[str] = None, m: Memory = M) -> Response:
+        """Schedules whose name or payload contains ``query`` (all when empty), oldest first; ``/count`` gives the total."""
         if not query:
-            return _json(m.schedules.list_all(user=user, limit=limit))
-        return _json(m.schedules.search(query, user=user, limit=limit))
+            return _json(m.schedules.list_all(user=user, limit=limit, offset=offset, status=status))
+        return _json(m.schedules.search(query, user=user, limit=limit, offset=offset, status=status))
 
     @app.get("/v1/schedules/count", tags=["schedules"])
-    def count_schedules(user: Optional[str] = None, m: Memory = M) -> Response:
-        """How many schedules (of a user, or the tenant)."""
-        return _json({"count": m.schedules.count(user=user)})
+    def count_schedules(user: Optional[str] = None, query: Optional[str] = None, status: Optional[str] = None,
+                        m: Memory = M) -> Response:
+        """How many schedules (of a user, or the tenant; matching ``query`` and ``status``)."""
+        return _json({"count": m.schedules.count(user=user, query=query, status=status)})
 
     @app.get("/v1/schedules/due", tags=["schedules"])
     def due(now: Optional[dt.datetime] = None, limit: int = 100, m: Memory = M) -> Response:
@@ -602,9 +643,10 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         return _json(m.schedules.due(now, limit))
 
     @app.get("/v1/schedules/{schedule_id}", tags=["schedules"])
-    def get_schedule(schedule_id: str, user: Optional[str] = None, m: Memory = M) -> Response:
-        """One schedule."""
-        return _json(m.schedules.get(schedule_id, user=user))
+    def get_schedule(schedule_id: str, user: Optional[str] = None, history: Optional[int] = None,
+                     m: Memory = M) -> Response:
+        """One schedule with its last ``history`` runs (each with its full output)."""
+        return _json(m.schedules.get(schedule_id, user=user, history=history))
 
     @app.patch("/v1/schedules/{schedule_id}", tags=["schedules"])
     def update_schedule(schedule_id: str, body: ScheduleChangeIn, m: Memory = M) -> Response:
@@ -640,15 +682,33 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         m.clear(sessions=body.sessions, memories=body.memories)
         return _wrote(m, {"cleared": True})
 
+    @app.post("/v1/compact", tags=["maintenance"])
+    def compact(m: Memory = M) -> Response:
+        """Erase forgotten content from disk (the whole store's: redacted log, fresh indices); returns the report."""
+        return _wrote(m, m.compact())
+
+    @app.post("/v1/rebuild", tags=["maintenance"])
+    def rebuild(m: Memory = M) -> Response:
+        """Drop the projections and replay the log into them; returns how many events were replayed."""
+        return _json({"replayed": m.rebuild()})
+
+    @app.post("/v1/snapshot", tags=["maintenance"])
+    def snapshot(m: Memory = M) -> Response:
+        """Write a snapshot of the in-memory state now; returns its directory (null when the store is empty)."""
+        return _json({"path": m.snapshot()})
+
+    @app.post("/v1/housekeep", tags=["maintenance"])
+    def housekeep(m: Memory = M) -> Response:
+        """Write what is due now: the log's recovery checkpoints and the state snapshot."""
+        return _json(m.housekeep())
+
     @app.get("/v1/export", tags=["maintenance"])
     def export(m: Memory = M) -> StreamingResponse:
         """This tenant's events as a JSONL stream (the format ``POST /v1/import`` reads)."""
 
         def rows() -> Iterator[bytes]:
             for e in m._tenant_events():
-                yield (json.dumps({"stream": e.stream, "event_id": str(e.event_id), "time": e.time.isoformat(),
-                                   "type": e.type, "event": msgspec.to_builtins(e.decode())}, ensure_ascii=False)
-                       + "\n").encode()
+                yield (json.dumps(event_row(e), ensure_ascii=False) + "\n").encode()
 
         return StreamingResponse(rows(), media_type="application/x-ndjson")
 
@@ -669,9 +729,12 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
                 if e.field != "path":
                     raise
                 raise InvalidInput("body", e.problem) from None  # the temporary file is no concern of the client's
-        return _wrote(m, {"imported": n})
+        return _wrote(m, n)  # {"written": ..., "skipped": ...}
 
     _item_routes(app, M)
+    from ._ui import mount_ui  # the inspector pages (/ui), same keys and tenant views
+
+    mount_ui(app, memory)
     return app
 
 

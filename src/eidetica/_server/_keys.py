@@ -73,22 +73,31 @@ class KeyStore:
         return out
 
     # -- operations --------------------------------------------------------------------
-    def create(self, tenant: str, name: str = "") -> tuple[str, str]:
-        """Make a key for ``tenant``; returns (key id, the key). The key is not stored anywhere."""
+    def create(self, tenant: str, name: str = "", *, operator: bool = False) -> tuple[str, str]:
+        """Make a key for ``tenant``; returns (key id, the key). The key is not stored anywhere.
+
+        ``operator``: the key also reads store-wide figures (``/metrics``) from anywhere; as an
+        API key it still acts in its own tenant only.
+        """
         check_id("tenant", tenant)
         if not isinstance(name, str) or len(name) > 200:
             raise InvalidInput("name", "must be a string of at most 200 characters", name)
+        if not isinstance(operator, bool):
+            raise InvalidInput("operator", "must be a bool", operator)
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
         salt = secrets.token_hex(16)
         record = {"tenant": tenant, "name": name, "salt": salt, "hash": _digest(salt, secret),
                   "created": dt.datetime.now(dt.timezone.utc).isoformat()}
+        if operator:
+            record["operator"] = True
         self._update(lambda r: r.__setitem__(key_id, record))
         return key_id, f"ek_{key_id}_{secret}"
 
     def list(self) -> list[dict[str, Any]]:
         """Key ids with their tenant, name and creation time (never a hash or a key)."""
-        return [{"id": k, "tenant": r["tenant"], "name": r.get("name", ""), "created": r.get("created", "")}
+        return [{"id": k, "tenant": r["tenant"], "name": r.get("name", ""), "created": r.get("created", ""),
+                 "operator": bool(r.get("operator", False))}
                 for k, r in sorted(self._load().items(), key=lambda kv: kv[1].get("created", ""))]
 
     def revoke(self, key_id: str) -> None:
@@ -116,6 +125,14 @@ class KeyStore:
 
     def tenant_of(self, key: str | None) -> str:
         """The tenant a bearer key acts for; ``Unauthorized`` when it is missing, unknown or revoked."""
+        return self._record(key)["tenant"]
+
+    def is_operator(self, key: str | None) -> bool:
+        """Whether a valid key is an operator's (may read ``/metrics``); ``Unauthorized`` when it is not valid."""
+        return bool(self._record(key).get("operator", False))
+
+    def _record(self, key: str | None) -> dict[str, Any]:
+        """The record of a valid bearer key; ``Unauthorized`` when it is missing, unknown or revoked."""
         if not key:
             raise Unauthorized("missing API key: send 'Authorization: Bearer <key>'")
         parts = key.split("_", 2)
@@ -125,4 +142,4 @@ class KeyStore:
         ok = hmac.compare_digest(_digest(salt, parts[-1]), want)
         if record is None or not ok:
             raise Unauthorized("unknown or revoked API key")
-        return record["tenant"]
+        return record

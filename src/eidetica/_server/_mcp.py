@@ -16,6 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from ..errors import EideticaError
 from ..memory import Memory
+from .._context import CONTEXT_TOKENS
 
 __all__ = ["build_mcp"]
 
@@ -100,7 +101,7 @@ def build_mcp(memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> MCPSe
         return f"Forgot everything about {user}."
 
     @server.tool()
-    async def get_context(query: str, user: str, ctx: Context, max_facts: int = 10, max_tokens: int = 500) -> str:
+    async def get_context(query: str, user: str, ctx: Context, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS) -> str:
         """A "## Relevant Memory" markdown block of the user's facts and notes relevant to `query`.
 
         Put it in your working context before answering; it is short (at most `max_tokens`).

@@ -1,6 +1,7 @@
 """The actors layer: who decides. Plain classes whose state is a fold of the log."""
 
 from ._config import STRATEGIES, MemoryConfig
+from ._owner import EmbedderRecord, StreamOwner
 from ._records import Hit, Message
 from ._snapshots import ActorSnapshots
 from .curator import FactCurator
@@ -14,6 +15,8 @@ from .summarizer import Summarizer, SummaryResult
 __all__ = [
     "MemoryConfig",
     "ActorSnapshots",
+    "EmbedderRecord",
+    "StreamOwner",
     "STRATEGIES",
     "Hit",
     "Message",

@@ -12,7 +12,7 @@ STRATEGIES = ("simple", "sliding_window", "summarizing")
 
 
 class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
-    """Knobs of sessions, summaries and facts (defaults in DESIGN.md)."""
+    """Knobs of sessions, summaries, facts, snapshots and schedules; each default is documented beside it."""
 
     # sessions
     window: int = 10  # messages read() returns after the summary

@@ -146,9 +146,10 @@ class ActorSnapshots:
             version = int(meta["version"])
             gone = ValueError(f"the log no longer ends its version {version} with event {meta['event_id']}")
             find = getattr(log, "event_offset", None)  # the log's id index: no batch read to check one event
-            if find is not None and "offset" in meta:
-                # event ids are unique and never move: the recorded event still at its offset is the same history
-                if find(uuid.UUID(hex=meta["event_id"]), stream) != int(meta["offset"]) or log.stream_version(stream) < version:
+            if find is not None and "offset" in meta and "tenant" in meta:
+                # a tenant's event ids are unique and never move: the recorded event still at its offset is the same history
+                at = find(uuid.UUID(hex=meta["event_id"]), stream, meta["tenant"])
+                if at != int(meta["offset"]) or log.stream_version(stream) < version:
                     raise gone
                 tail = log.read_stream(stream, version + 1)
             else:  # a log without the index (a remote proxy): read the covered event back
@@ -170,7 +171,8 @@ class ActorSnapshots:
         recs = log.read_stream(stream, version)
         if not recs or recs[0].version != version:
             return  # not (or no longer) in the log: nothing trustworthy to snapshot
-        meta = dict(meta, stream=stream, version=version, event_id=recs[0].event_id.hex, offset=recs[0].offset)
+        meta = dict(meta, stream=stream, version=version, event_id=recs[0].event_id.hex, offset=recs[0].offset,
+                    tenant=recs[0].tenant)
         self._store(kind, stream, schema_version).write(tables, {log.partition_of(stream): recs[0].offset + 1}, meta)
 
     def drop(self, kind: str, stream: str) -> None:

@@ -35,6 +35,38 @@ def chunk_text(text: str, size: int, overlap: int) -> list[str]:
     return [c for c in chunks if c]
 
 
+def _arg_text(value: Any) -> str:
+    """The words of a tool call's arguments: values (and keys) of a JSON document, flattened."""
+    if isinstance(value, str):
+        try:
+            value = msgspec.json.decode(value)
+        except msgspec.DecodeError:
+            return value
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_arg_text(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_arg_text(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def indexed_text(content: str, metadata: dict[str, Any]) -> str:
+    """What a message's chunks hold: its content, then one line per tool call (name and arguments) in
+    ``metadata["tool_calls"]`` (OpenAI ``function.arguments`` or ``name``/``args``/``input``), so a value the
+    agent passed to a tool is found with its message."""
+    calls = metadata.get("tool_calls") if metadata else None
+    if not isinstance(calls, list):
+        return content
+    lines = [content] if content.strip() else []
+    for call in calls:
+        if not isinstance(call, dict):
+            continue
+        fn = call.get("function") if isinstance(call.get("function"), dict) else call
+        args = next((fn[k] for k in ("arguments", "args", "input") if k in fn), None)
+        name, words = str(fn.get("name") or "tool"), _arg_text(args)
+        lines.append(f"[{name}: {words}]" if words else f"[{name}]")
+    return "\n".join(lines)
+
+
 def content_hash(text: str) -> str:
     """A stable short hash of normalised text (dedup key)."""
     return hashlib.blake2b(" ".join(text.lower().split()).encode(), digest_size=12).hexdigest()

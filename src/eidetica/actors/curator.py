@@ -14,6 +14,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from .. import _observe
 from ..errors import InvalidInput, NotFound, WrongExpectedVersion
 from ..events import (
     ChunksEmbedded,
@@ -34,18 +35,22 @@ from ..events.types import Event, decode
 from ..providers import LLM, Embedder, extractor_id
 from ..projections._vectors import VectorSlots
 from ..providers._base import Coalescer
+from ..providers._offline import fact_attribute
 from ._config import MemoryConfig
+from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
-from ._text import check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
+from ._text import check_metadata, check_text, sanitize_category, vectors_from_bytes, vectors_to_bytes
 from ._writer import append_expecting
 
 __all__ = ["FactCurator", "RememberItem"]
 
-SNAPSHOT_SCHEMA = 1  # of the curator's snapshot tables; bump on any change (older ones are then refused)
+SNAPSHOT_SCHEMA = 2  # of the curator's snapshot tables; bump on any change (older ones are then refused)
 _TS = pa.timestamp("us", tz="UTC")
 _ENC = msgspec.msgpack.Encoder()
 _DEC_SOURCES = msgspec.msgpack.Decoder(list[list[dict[str, Any]]])
 RememberItem = Union[str, tuple, dict]  # "text" | (text, category) | {"content": ..., "category": ...}
+RELATED_FACTS = 5  # existing facts an LLM sees when it decides what a new fact does (mem0's add/update/delete/none)
+SAME_VALUE = 0.97  # cosine at which a fact of the same attribute restates the old one (reinforced, not superseded)
 
 _TRIVIAL = {
     "ok", "okay", "okk", "kk", "k", "thanks", "thank you", "thx", "ty", "tysm", "yes", "yeah", "yep", "yup", "no", "nope",
@@ -86,6 +91,7 @@ class _FactState:
     vector: np.ndarray | None = None
     superseded_by: str = ""
     sources: list[dict[str, Any]] = field(default_factory=list)
+    attribute: str = ""  # the single-valued attribute of the user it sets ("diet", "residence", ...), "" when none
 
 
 class _VectorSet(VectorSlots):
@@ -104,7 +110,7 @@ class _VectorSet(VectorSlots):
         self.drop(fact_id)
 
 
-class FactCurator:
+class FactCurator(StreamOwner):
     """Remembers, reinforces, supersedes, decays and prunes a user's facts."""
 
     def __init__(
@@ -146,6 +152,7 @@ class FactCurator:
         self.requests: dict[str, str] = {}  # request id -> fact id (retried calls are no-ops)
         self._vectors = _VectorSet(self.embedder.dim)
         self._active: set[str] = set()
+        self._by_attribute: dict[str, set[str]] = {}  # attribute -> its active facts (one, unless written before attributes)
         self._order: dict[str, int] = {}  # fact id -> assertion order (ties in the cap's choice)
         # (confidence, reinforced, fact_id) pushed on every change; stale entries are
         # skipped when popped, so finding the weakest facts for the cap costs O(log n)
@@ -163,7 +170,7 @@ class FactCurator:
             raise ValueError(f"it holds vectors of {meta.get('model_id')}, not {self.embedder.model_id}")
         f = t["facts"]
         cols = {c: column(f, c) for c in ("fact_id", "content", "category", "confidence", "status", "superseded_by",
-                                          "order", "vector_row")}
+                                          "order", "vector_row", "attribute")}
         # every fact's sources in one msgpack document: one decode call rather than one per fact
         cols["sources"] = _DEC_SOURCES.decode(t["sources"].column("all")[0].as_py())
         for c in ("created", "reinforced", "decayed"):
@@ -175,10 +182,12 @@ class FactCurator:
             fs = _FactState(fid, cols["content"][i], cols["category"][i], cols["confidence"][i], cols["status"][i],
                             cols["created"][i], cols["reinforced"][i], cols["decayed"][i],
                             vector=None if row < 0 else mat[row], superseded_by=cols["superseded_by"][i],
-                            sources=cols["sources"][i])
+                            sources=cols["sources"][i], attribute=cols["attribute"][i])
             self.facts[fid] = fs
             if fs.status == "active":
                 self._active.add(fid)
+                if fs.attribute:
+                    self._by_attribute.setdefault(fs.attribute, set()).add(fid)
         self._order = dict(zip(cols["fact_id"], cols["order"]))
         # the vector set's rows exactly as the replay left them (freed rows, reuse order): best_above() breaks
         # ties by row; the set is fresh (_reset), so its bound is fitted on first use from these rows
@@ -215,6 +224,7 @@ class FactCurator:
             "superseded_by": pa.array([f.superseded_by for f in fs], pa.string()),
             "order": pa.array([self._order[f.fact_id] for f in fs], pa.int64()),
             "vector_row": pa.array(np.where(has, np.cumsum(has) - 1, -1), pa.int64()),
+            "attribute": pa.array([f.attribute for f in fs], pa.string()),
         })
         with_vec = [f.vector for f in fs if f.vector is not None]
         flat = np.concatenate(with_vec).astype("<f4") if with_vec else np.zeros(0, np.float32)
@@ -239,9 +249,12 @@ class FactCurator:
             self.requests[ev.request_id] = ev.fact_id  # type: ignore[attr-defined]
         if isinstance(ev, FactAsserted):
             self.facts[ev.fact_id] = f = _FactState(
-                ev.fact_id, ev.content, ev.category, ev.confidence, "active", time, time, time, sources=list(ev.sources)
+                ev.fact_id, ev.content, ev.category, ev.confidence, "active", time, time, time, sources=list(ev.sources),
+                attribute=ev.attribute,
             )
             self._active.add(f.fact_id)
+            if f.attribute:
+                self._by_attribute.setdefault(f.attribute, set()).add(f.fact_id)
             self._order.setdefault(f.fact_id, len(self._order))
             self._push(f)
         elif isinstance(ev, ChunksEmbedded) and ev.kind == "fact":
@@ -263,6 +276,7 @@ class FactCurator:
             else:
                 f.status = "deleted" if isinstance(ev, FactDeleted) else "pruned"
             self._active.discard(f.fact_id)
+            self._by_attribute.get(f.attribute, set()).discard(f.fact_id)
             self._vectors.remove(f.fact_id)
         elif isinstance(ev, ExtractionCompleted):
             self.extracted.update((ev.session_id, s) for s in ev.sequences)
@@ -271,6 +285,7 @@ class FactCurator:
             self.extracted.clear()
             self._vectors = _VectorSet(self.embedder.dim)
             self._active.clear()
+            self._by_attribute.clear()
             self._weak.clear()
             self._order.clear()
 
@@ -331,11 +346,43 @@ class FactCurator:
             facts = [f for f in facts if f.category == sanitize_category(category)]
         return sorted(facts, key=lambda f: (-f.confidence, -f.reinforced.timestamp(), self._order[f.fact_id]))
 
-    def _nearest(self, vector: np.ndarray) -> tuple[_FactState | None, float]:
-        """The closest active fact if it is close enough to be reinforced or superseded (the lower threshold)."""
-        at_least = min(self.config.reinforce_threshold, self.config.supersede_threshold)
-        fid, sim = self._vectors.best_above(vector, at_least)
-        return (self.facts[fid], sim) if fid is not None else (None, 0.0)
+    def _related(self, vector: np.ndarray, k: int = RELATED_FACTS) -> list[tuple[_FactState, float]]:
+        """The ``k`` active facts closest to ``vector``, closest first (whatever their similarity)."""
+        vs = self._vectors
+        if not vs.slot:
+            return []
+        rows, sims = vs.top(vector, k)
+        found = [(vs.keys[i], float(x)) for i, x in zip(rows.tolist(), sims.tolist()) if vs.keys[i] is not None]
+        found.sort(key=lambda r: (-r[1], vs.slot[r[0]]))  # ties: the lower row, as best_above
+        return [(self.facts[fid], sim) for fid, sim in found]
+
+    def _decide(self, content: str, attribute: str, related: list[tuple[_FactState, float]]) -> tuple[str, list[str], str]:
+        """(event, target fact ids, text) for a new fact: the LLM's decision when it has one, else the offline rules.
+
+        Offline: a near-duplicate that does not contradict reinforces ("none"); a fact of the same
+        attribute ("diet", "residence", ...) is updated, whatever the wording, unless it says the same
+        (cosine >= ``SAME_VALUE``); else a near-duplicate that contradicts (cosine >= ``supersede_threshold``)
+        is updated; else the fact is added.
+        """
+        if related:
+            d = self.llm.decide(content, [(f.fact_id, f.content) for f, _ in related])
+            if d is not None:
+                target = [d.target] if d.target in {f.fact_id for f, _ in related} else []
+                if d.event == "none":
+                    return "none", target or [related[0][0].fact_id], content  # known: the closest one holds it
+                if d.event != "add" and not target:
+                    return "add", [], content  # a target it was not shown: keep the fact rather than lose it
+                return d.event, target, d.content or content
+        same = sorted(self._by_attribute.get(attribute, ()), key=self._order.__getitem__) if attribute else []
+        best, sim = related[0] if related else (None, 0.0)
+        if same:
+            if best is not None and best.fact_id in same and sim >= SAME_VALUE:
+                return "none", [best.fact_id], content
+            return "update", same, content
+        conflict = best is not None and sim >= self.config.supersede_threshold and self.llm.contradicts(best.content, content)
+        if best is not None and sim >= self.config.reinforce_threshold and not conflict:
+            return "none", [best.fact_id], content
+        return ("update", [best.fact_id], content) if conflict else ("add", [], content)  # type: ignore[union-attr]
 
     # -- writing ---------------------------------------------------------------------
     def remember(
@@ -347,8 +394,11 @@ class FactCurator:
         time: dt.datetime | None = None,
         vector: np.ndarray | None = None,
         request_id: str = "",
+        metadata: dict[str, Any] | None = None,
     ) -> str:
         """Store a fact, or reinforce / supersede a near-duplicate; returns the fact id that holds it.
+
+        ``metadata`` (JSON-like, the caller's) goes with a new fact; a restatement keeps the first one's.
 
         A ``request_id`` makes the call exactly-once: a retry (say, after an actor restart)
         returns the fact id the first attempt produced. One log commit (one fsync) per call,
@@ -358,7 +408,8 @@ class FactCurator:
             return self.requests[request_id]
         content = check_text("content", content).strip()
         category = sanitize_category(category)
-        return self._remembers([(content, category, list(sources), time, vector, request_id)])[0]
+        metadata = check_metadata("metadata", metadata)
+        return self._remembers([(content, category, list(sources), time, vector, request_id, metadata)])[0]
 
     def _embed_items(self, items: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """The items with their vectors filled in (one model call for those without)."""
@@ -367,7 +418,7 @@ class FactCurator:
             vecs = self.embedder.embed([items[i][0] for i in todo])
             items = list(items)
             for i, v in zip(todo, vecs):
-                items[i] = (*items[i][:4], v, items[i][5])
+                items[i] = (*items[i][:4], v, *items[i][5:])
         return items
 
     def _remember_batch(self, items: list[tuple[Any, ...]]) -> list[str]:
@@ -405,23 +456,24 @@ class FactCurator:
         if not parsed:
             return []
         vectors = self.embedder.embed([c for c, _ in parsed])
-        return self._write([(c, cat, [], None, v, r) for (c, cat), v, r in zip(parsed, vectors, rids)])
+        return self._write([(c, cat, [], None, v, r, {}) for (c, cat), v, r in zip(parsed, vectors, rids)])
 
-    def _write(self, items: list[tuple[str, str, list[dict[str, Any]], dt.datetime | None, np.ndarray, str]]) -> list[str]:
+    def _write(self, items: list[tuple[str, str, list[dict[str, Any]], dt.datetime | None, np.ndarray, str,
+                                       dict[str, Any]]]) -> list[str]:
         """Curate items in order and commit them (with any cap pruning) as one append."""
         with self._lock:
             for attempt in range(3):
-                if all(r and r in self.requests for *_, r in items):
-                    return [self.requests[r] for *_, r in items]
+                if all(r and r in self.requests for *_, r, _meta in items):
+                    return [self.requests[r] for *_, r, _meta in items]
                 now = self.clock()
                 events: list[tuple[Event, dt.datetime | None]] = []
                 ids: list[str] = []
                 try:
-                    for content, category, sources, time, vector, rid in items:
+                    for content, category, sources, time, vector, rid, metadata in items:
                         if rid and rid in self.requests:
                             ids.append(self.requests[rid])
                             continue
-                        planned, fid = self._plan(content, category, sources, time, vector, rid)
+                        planned, fid = self._plan(content, category, sources, time, vector, rid, metadata)
                         for e, t in planned:  # later items of this call must see earlier ones
                             self._fold(e, t or now)
                         events += planned
@@ -445,22 +497,25 @@ class FactCurator:
 
     def _plan(
         self, content: str, category: str, sources: list[dict[str, Any]], time: dt.datetime | None, vector: np.ndarray,
-        request_id: str = "",
+        request_id: str = "", metadata: dict[str, Any] | None = None,
     ) -> tuple[list[tuple[Event, dt.datetime | None]], str]:
-        """The events that store one fact (assert, reinforce or supersede) and the id holding it."""
-        best, sim = self._nearest(vector)
-        # A near-duplicate that states a different value ("booked for April" -> "for May")
-        # is an update, not a restatement: embeddings score such pairs very high.
-        conflict = best is not None and sim >= self.config.supersede_threshold and self.llm.contradicts(best.content, content)
-        if best is not None and sim >= self.config.reinforce_threshold and not conflict:
+        """The events that store one fact (assert, reinforce, supersede) and the id holding it."""
+        attribute = fact_attribute(content)
+        event, targets, text = self._decide(content, attribute, self._related(vector))
+        if event == "none" and targets:
+            best = self.facts[targets[0]]
             conf = min(1.0, round(best.confidence + self.config.reinforce_step, 6))
             return [(FactReinforced(fact_id=best.fact_id, confidence=conf, sources=sources, request_id=request_id), time)], best.fact_id
+        if event == "delete":
+            return [(FactSuperseded(fact_id=t, by=""), time) for t in targets], targets[0]
+        if text != content:  # an LLM's merged wording: its own vector
+            content, vector, attribute = text, self.embedder.embed([text])[0], fact_attribute(text)
         fact_id = f"fact-{uuid.uuid4()}"
         events: list[tuple[Event, dt.datetime | None]] = [
             (
                 FactAsserted(
                     fact_id=fact_id, user_id=self.user_id, content=content, category=category, sources=sources,
-                    request_id=request_id,
+                    request_id=request_id, metadata=dict(metadata or {}), attribute=attribute,
                 ),
                 time,
             ),
@@ -476,13 +531,12 @@ class FactCurator:
                     user_id=self.user_id,
                     category=category,
                     time=time,
-                    metadata={"sources": sources},
+                    metadata={**(metadata or {}), "sources": sources},  # a hit shows the caller's metadata
                 ),
                 time,
             ),
         ]
-        if conflict:
-            events.append((FactSuperseded(fact_id=best.fact_id, by=fact_id), time))  # type: ignore[union-attr]
+        events += [(FactSuperseded(fact_id=t, by=fact_id), time) for t in targets]  # update: the old value retires
         return events, fact_id
 
     def forget(self, fact_id: str, request_id: str = "", by: str = "") -> None:
@@ -570,6 +624,14 @@ class FactCurator:
         if not todo:
             return []
         ids: list[str] = []
+        _observe.add("extraction_queue", len(todo))  # waiting for the lock or the LLM, until done
+        try:
+            return self._extract(todo, ids)
+        finally:
+            _observe.add("extraction_queue", -len(todo))
+
+    def _extract(self, todo: list[dict[str, Any]], ids: list[str]) -> list[str]:
+        """``extract``'s work for messages not yet extracted (one at a time, under the actor's lock)."""
         with self._lock:
             for m in todo:
                 text = m["content"].strip()
@@ -582,7 +644,7 @@ class FactCurator:
                 # coalesced leader would wait for (one embedding call for the message's facts)
                 got = self._remember_batch([
                     (check_text("content", f.content).strip(), sanitize_category(f.category), [source], m.get("time"),
-                     None, "")
+                     None, "", {})
                     for f in found
                 ]) if found else []
                 ids += got

@@ -35,6 +35,7 @@ from ..events import (ChunksEmbedded, EventLog, ItemDeleted, ItemPut, ItemTouche
                       utcnow)
 from ..events.streams import items_stream
 from ..providers import Embedder
+from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, column, save_actor, start_actor
 from ._text import vectors_to_bytes
 from ._writer import append_expecting
@@ -143,7 +144,7 @@ class WriteBehind:
             t.join()
 
 
-class ItemsActor:
+class ItemsActor(StreamOwner):
     """The single writer of one user's items: puts, deletes, TTL refreshes and sweeps."""
 
     def __init__(self, log: EventLog, tenant: str, user_id: str, embedder: Embedder, clock: Callable[[], dt.datetime],

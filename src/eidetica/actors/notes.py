@@ -19,6 +19,7 @@ from ..errors import NotFound
 from ..events import ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, RecordedEvent, UserForgotten
 from ..events.streams import notes_stream
 from ..providers import Embedder
+from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, IdSet, save_actor, start_actor
 from ._text import check_text, vectors_to_bytes
 from ._writer import append_expecting
@@ -29,7 +30,7 @@ SNAPSHOT_SCHEMA = 1  # of the notes actor's snapshot table; bump on any change (
 _FOLDED = frozenset(t.__struct_config__.tag for t in (NoteStored, NoteDeleted, UserForgotten))  # the tags decoded
 
 
-class NotesActor:
+class NotesActor(StreamOwner):
     """The single writer of one user's notes."""
 
     def __init__(self, log: EventLog, tenant: str, user_id: str, embedder: Embedder, clock: Callable[[], dt.datetime],

@@ -33,6 +33,7 @@ from ..events import (
 from ..events.streams import schedules_stream
 from ..projections import ScheduleInfo, StateProjection
 from ._config import MemoryConfig
+from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, save_actor, start_actor
 from ._text import check_id, check_text
 from ._writer import append_expecting
@@ -44,6 +45,7 @@ SNAPSHOT_SCHEMA = 1  # of the actor's snapshot (the state projection's tables); 
 _CUT = " [... {n} more characters cut]"
 
 CADENCES = ("cron", "once", "interval")
+SCHEDULE_STATUSES = ("enabled", "disabled")  # what search, list_all and count filter on
 _UPDATABLE = {"name", "cadence", "expression", "timezone", "payload", "enabled"}
 
 
@@ -111,7 +113,7 @@ def output_summary(text: Any) -> str:
     return text[:keep] + _CUT.format(n=len(text) - keep)
 
 
-class SchedulesActor:
+class SchedulesActor(StreamOwner):
     """The single writer of one user's schedules; its state is the schedule read model folded from its stream."""
 
     def __init__(self, log: EventLog, tenant: str, user_id: str, config: MemoryConfig, clock: Callable[[], dt.datetime],
@@ -238,6 +240,7 @@ class SchedulesActor:
         run_at = run.get("run_at") or now
         if not isinstance(run_at, dt.datetime) or run_at.utcoffset() is None:
             raise InvalidInput("run_at", "must be a timezone-aware datetime", run_at)
+        run_id = check_id("run_id", run["run_id"]) if run.get("run_id") is not None else f"run-{uuid.uuid4()}"
 
         def build() -> list[Any]:
             s = self._find(schedule_id)
@@ -245,9 +248,11 @@ class SchedulesActor:
             if nxt is None and s.cadence != "once":
                 nxt = next_run(s.cadence, s.expression, s.timezone, max(run_at, now), 0)
             result = str(run.get("result", ""))
-            output = run.get("output", result)
+            output = "" if run.get("output", result) is None else str(run.get("output", result))
+            summary = output_summary(output)
             return [ScheduleRun(schedule_id=schedule_id, run_at=run_at, status=str(run.get("status", "ok")), result=result,
-                                next_run_at=nxt, output_summary=output_summary(output))]
+                                next_run_at=nxt, output_summary=summary, output="" if summary == output else output,
+                                run_id=run_id)]
 
         self._commit(build, now)
         return self.get(schedule_id)
@@ -276,13 +281,30 @@ class Schedules:
         self._actor = actor  # user -> that user's SchedulesActor (or its Ray proxy)
         self._state = state  # caught-up StateProjection (or its Ray proxy)
 
-    def _trim(self, s: ScheduleInfo) -> ScheduleInfo:
-        return msgspec.structs.replace(s, runs=s.runs[-self.config.max_run_history :])
+    def _trim(self, s: ScheduleInfo, history: int | None = None) -> ScheduleInfo:
+        keep = self.config.max_run_history if history is None else history
+        return msgspec.structs.replace(s, runs=s.runs[-keep:] if keep else [])
 
     def _all(self, user: str | None) -> list[ScheduleInfo]:
         st = self._state()
         users = [user] if user is not None else st.users(self.tenant)
         return [s for u in users for s in st.schedules(self.tenant, u)]
+
+    def _select(self, query: str | None, user: str | None, status: str | None) -> list[ScheduleInfo]:
+        """The schedules matching a query (name or payload, any case) and a status, oldest first."""
+        if status is not None and status not in SCHEDULE_STATUSES:
+            raise InvalidInput("status", f"must be one of {', '.join(SCHEDULE_STATUSES)}", status)
+        q = None if query is None else check_text("query", query).lower()
+        items = [s for s in self._all(user)
+                 if (q is None or q in s.name.lower() or q in json.dumps(s.payload, default=str).lower())
+                 and (status is None or s.enabled == (status == "enabled"))]
+        return sorted(items, key=lambda s: (s.created, s.schedule_id))
+
+    def _page(self, items: list[ScheduleInfo], limit: int, offset: int) -> list[ScheduleInfo]:
+        for field, value, low in (("limit", limit, 1), ("offset", offset, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidInput(field, f"must be an int >= {low}", value)
+        return [self._trim(s) for s in items[offset : offset + limit]]
 
     def _owner(self, schedule_id: Any, user: str | None) -> str:
         s = self._state().schedule(self.tenant, schedule_id) if isinstance(schedule_id, str) else None
@@ -304,27 +326,28 @@ class Schedules:
         check_id("user", user)
         return self._trim(self._actor(user).create(name, cadence, str(expression), timezone, payload, self.clock()))
 
-    def get(self, schedule_id: str, *, user: str | None = None) -> ScheduleInfo:
-        """One schedule; ``NotFound`` when it is not this tenant's (or user's)."""
+    def get(self, schedule_id: str, *, user: str | None = None, history: int | None = None) -> ScheduleInfo:
+        """One schedule with its last ``history`` runs (default ``max_run_history``), each with its full ``output``."""
+        if history is not None and (isinstance(history, bool) or not isinstance(history, int) or history < 0):
+            raise InvalidInput("history", "must be an int >= 0", history)
         s = self._state().schedule(self.tenant, schedule_id) if isinstance(schedule_id, str) else None
         if s is None or (user is not None and s.user_id != user):
             raise NotFound("schedule", str(schedule_id))
-        return self._trim(s)
+        return self._trim(s, history)
 
-    def search(self, query: str, *, user: str | None = None, limit: int = 20) -> list[ScheduleInfo]:
-        """Schedules whose name or payload contains the query (case-insensitive)."""
-        q = check_text("query", query).lower()
-        items = [s for s in self._all(user) if q in s.name.lower() or q in json.dumps(s.payload, default=str).lower()]
-        return [self._trim(s) for s in sorted(items, key=lambda s: (s.created, s.schedule_id))[:limit]]
+    def search(self, query: str, *, user: str | None = None, limit: int = 20, offset: int = 0,
+               status: str | None = None) -> list[ScheduleInfo]:
+        """Schedules whose name or payload contains the query (case-insensitive), oldest first; ``count`` gives the total."""
+        return self._page(self._select(query, user, status), limit, offset)
 
-    def list_all(self, *, user: str | None = None, limit: int = 20) -> list[ScheduleInfo]:
-        """Every schedule (of a user, or the tenant), oldest first."""
-        items = sorted(self._all(user), key=lambda s: (s.created, s.schedule_id))
-        return [self._trim(s) for s in items[:limit]]
+    def list_all(self, *, user: str | None = None, limit: int = 20, offset: int = 0,
+                 status: str | None = None) -> list[ScheduleInfo]:
+        """Every schedule (of a user, or the tenant), oldest first (``status``: enabled or disabled)."""
+        return self._page(self._select(None, user, status), limit, offset)
 
-    def count(self, *, user: str | None = None) -> int:
-        """How many schedules (of a user, or the tenant)."""
-        return len(self._all(user))
+    def count(self, *, user: str | None = None, query: str | None = None, status: str | None = None) -> int:
+        """How many schedules (of a user, or the tenant; matching ``query`` and ``status``): a search's total."""
+        return len(self._select(query, user, status))
 
     def update(self, schedule_id: str, *, user: str | None = None, **changes: Any) -> ScheduleInfo:
         """Change name, cadence, expression, timezone, payload or enabled; the next run is recomputed."""

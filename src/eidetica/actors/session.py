@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 import msgspec
 import pyarrow as pa
 
-from ..errors import InvalidInput
+from ..errors import EventIdConflict, InvalidInput
 from ..events import (
     ChunksEmbedded,
     EventLog,
@@ -27,8 +27,9 @@ from ..events.streams import session_stream, summary_stream
 from ..providers import Embedder, count_tokens
 from ._config import STRATEGIES, MemoryConfig
 from ._records import Message
+from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
-from ._text import check_metadata, check_text, chunk_text, content_hash, vectors_to_bytes
+from ._text import check_metadata, check_text, chunk_text, content_hash, indexed_text, vectors_to_bytes
 from ._writer import append_expecting
 
 __all__ = ["SessionActor", "ROLES", "SUMMARY_PREFIX"]
@@ -41,7 +42,7 @@ _ENC = msgspec.msgpack.Encoder()
 _DEC = msgspec.msgpack.Decoder(list[dict[str, Any]])
 
 
-class SessionActor:
+class SessionActor(StreamOwner):
     """Orders, chunks and embeds a session's messages; its state is a fold of the log."""
 
     def __init__(
@@ -91,6 +92,7 @@ class SessionActor:
         self._summary_seen = 0
         self.summary_text = None
         self.summary_upto = -1
+        self._summary_tokens: tuple[str | None, int] = (None, 0)
         self._covered = -1  # the stream version the snapshot on disk covers
 
     # -- snapshots -------------------------------------------------------------------
@@ -167,7 +169,7 @@ class SessionActor:
             self.messages = [m for m in self.messages if m.sequence != ev.sequence]
             self._cum.clear()
             for m in gone:  # its text may be appended again: it must be embedded again then
-                for c in chunk_text(m.content, self.config.chunk_chars, self.config.chunk_overlap):
+                for c in chunk_text(indexed_text(m.content, m.metadata), self.config.chunk_chars, self.config.chunk_overlap):
                     self.hashes.pop(content_hash(c), None)
         elif isinstance(ev, ChunksEmbedded):
             for i, (cid, t) in enumerate(zip(ev.chunk_ids, ev.texts)):
@@ -207,8 +209,7 @@ class SessionActor:
 
             events, first, last = append_expecting(self, build)
             if known:  # a retried call whose first attempt was committed
-                if len(known) != len(items):
-                    raise InvalidInput("messages", "some but not all of these messages were already appended")
+                self._check_retry(items, len(known))
                 return max(known)
             now = self.clock()
             base = self.version - len(events)
@@ -252,10 +253,12 @@ class SessionActor:
             time = time or self.clock()
             event_id = item.get("event_id") or uuid.uuid4()
             ev = MessageAppended(
-                session_id=self.session_id, user_id=self.user_id, role=role, content=content, sequence=seq, metadata=metadata
+                session_id=self.session_id, user_id=self.user_id, role=role, content=content, sequence=seq, metadata=metadata,
+                extract=role == "user" and self.config.auto_extract,
             )
             events.append(NewEvent.of(ev, tenant=self.tenant, event_id=event_id, time=time))
-            for j, chunk in enumerate(chunk_text(content, self.config.chunk_chars, self.config.chunk_overlap)):
+            text = indexed_text(content, metadata)  # tool-call arguments are searchable with their message
+            for j, chunk in enumerate(chunk_text(text, self.config.chunk_chars, self.config.chunk_overlap)):
                 h = content_hash(chunk)
                 meta = dict(metadata, sequence=seq, role=role)
                 # Same text already searchable in this session: one row, not two, but it moves to
@@ -297,6 +300,28 @@ class SessionActor:
                     )
                 )
         return events + self._moved_chunks(moved)
+
+    def _check_retry(self, items: Sequence[dict[str, Any]], known: int) -> None:
+        """A retry must carry the messages its ids were logged with; anything else is ``EventIdConflict``."""
+        if known != len(items):
+            eid = next(i["event_id"] for i in items if i.get("event_id") in self.message_ids)
+            raise EventIdConflict(str(eid), "was already appended, but not the other messages of this append")
+        seq_of = {e: q for q, e in self.message_eids.items()}
+        sequences = [m.sequence for m in self.messages]
+        for item in items:
+            q = seq_of.get(item["event_id"])
+            k = bisect.bisect_left(sequences, q) if q is not None else len(sequences)
+            if k == len(sequences) or sequences[k] != q:
+                continue  # taken back since (retracted): the retry still names that message
+            m = self.messages[k]
+            try:
+                same = (item.get("role") == m.role and check_text("content", item.get("content")) == m.content
+                        and check_metadata("metadata", item.get("metadata")) == m.metadata
+                        and item.get("sequence") in (None, m.sequence) and item.get("time") in (None, m.time))
+            except InvalidInput:
+                same = False
+            if not same:
+                raise EventIdConflict(str(item["event_id"]), "already names another message of this session")
 
     def _moved_chunks(self, moved: dict[str, tuple[int, str, dict[str, Any], dt.datetime, uuid.UUID]]) -> list[NewEvent]:
         """Re-record stored chunks at their latest occurrence: same chunk id (one row), stored vector, new position."""
@@ -379,11 +404,16 @@ class SessionActor:
             return self.summary_epoch, self.summary_text, self.summary_upto
 
     def read(self, *, strategy: str | None = None, window: int | None = None, token_budget: int | None = None) -> list[Message]:
-        """Messages for the LLM: rolling summary first (summarizing), then recent turns within the budget."""
+        """Messages for the LLM: rolling summary first (summarizing), then recent turns within the budget.
+
+        ``window`` messages (the last ones) when there are that many and they fit the budget. After
+        a summary the default window reaches back to it: every message is in the summary or here.
+        Only when the token budget cut the list (and no summary precedes it) does it start from a
+        user turn: a leading answer whose question did not fit is dropped.
+        """
         strategy = strategy or self.config.strategy
         if strategy not in STRATEGIES:
             raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
-        window = window or self.config.window
         budget = token_budget or self.config.token_budget
         with self._lock:
             self._load_summary()
@@ -398,6 +428,8 @@ class SessionActor:
                 Message(role="system", content=SUMMARY_PREFIX + summary, time=self.clock(), sequence=upto, metadata={"summary": True})
             )
             budget -= count_tokens(out[0].content)
+            window = window or max(self.config.window, len(msgs))
+        window = window or self.config.window
         recent: list[Message] = []
         used = 0
         for m in reversed(msgs[-window:]):
@@ -406,7 +438,9 @@ class SessionActor:
                 break
             recent.append(m)
             used += t
-        return out + _from_a_question(recent[::-1])
+        recent.reverse()
+        cut_by_budget = len(recent) < min(window, len(msgs))
+        return out + (_from_a_question(recent) if cut_by_budget and not out else recent)
 
     def restore(self, token_budget: int | None = None, limit: int | None = None) -> list[Message]:
         """Resume a conversation: the last messages (``restore_messages``) that fit the budget."""
@@ -434,7 +468,15 @@ class SessionActor:
             pending = len(msgs) - k
             tokens = (cum[-1] if cum else 0) - (cum[k - 1] if k else 0)
         outside = pending - self.config.window
-        return tokens > self.config.summary_trigger * self.config.token_budget and outside >= self.config.min_turns_outside
+        if tokens > self.config.summary_trigger * self.config.token_budget and outside >= self.config.min_turns_outside:
+            return True
+        # what read() shows after the summary no longer fits the budget left beside it: summarise
+        # rather than let turns fall between the summary and the window
+        if self.summary_text is None:
+            return False
+        if self._summary_tokens[0] is not self.summary_text:  # counted once per summary, not per append
+            self._summary_tokens = (self.summary_text, count_tokens(SUMMARY_PREFIX + self.summary_text))
+        return tokens > self.config.token_budget - self._summary_tokens[1] and pending > self.config.retain_recent
 
     def __len__(self) -> int:
         return len(self.messages)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass
+from typing import Sequence
 
 from ..errors import WrongExpectedVersion
 from ..events import ChunksEmbedded, EventLog, NewEvent, SummaryCommitted
@@ -38,6 +39,19 @@ class Summarizer:
         self.stale = 0  # summaries discarded because a newer epoch won the race
         self.committed = 0
         self._lock = threading.Lock()
+
+    def record(self, stream: str, events: Sequence[NewEvent]) -> int:
+        """Append events decided elsewhere (reembed's vectors, an import) to a summary stream, at its version.
+
+        The version is the summary epoch: a summary committing meanwhile wins, and this appends after it.
+        """
+        for attempt in range(3):
+            try:
+                return self.log.append(stream, list(events), self.log.stream_version(stream))[1]
+            except WrongExpectedVersion:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     def summarize(self, session: SessionActor, *, force: bool = False) -> SummaryResult:
         """Summarise the turns older than the retained window; a stale result is discarded and counted."""

@@ -40,11 +40,13 @@ ItemTouched            items:<tenant>:<user>       actors.ItemsActor            
 ItemDeleted            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (rows go), compaction
 UserForgotten          facts/notes/items:...       FactCurator/Notes/ItemsActor  the writer, state, index (its stream's rows go),
                        schedules:<tenant>:<user>   actors.SchedulesActor         compaction
-EmbedderChanged        meta:embedder               memory.Memory [*]             state, Memory._check_embedder
+EmbedderChanged        meta:embedder               actors.EmbedderRecord         state, EmbedderRecord.check
 Redacted               (in place of any payload)   events.ArrowLog.redact        nobody: a redacted event folds to nothing
 =====================  ==========================  ============================  ==============================================
 
-[*] written by the facade, not an actor: ``EmbedderChanged`` is to move to an actor of its own.
+Events the facade decides for others' streams (``reembed``'s vectors, an import's events) are
+appended by each stream's writer (``actors.StreamOwner.record``, ``Summarizer.record``; routed by
+``_owners.append_through_owner``), never by the facade itself.
 """
 
 from .arrow_log import ArrowLog

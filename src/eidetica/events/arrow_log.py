@@ -13,7 +13,7 @@ last verified batch; damage anywhere else raises ``CorruptLog``. A segment is ro
 size, on open, and after a failed write (cut back to its last whole batch first).
 
 Recovery checkpoint (``p000/recovery.ckpt``): what an open rebuilds by scanning every
-batch (event id -> offset, stream versions and offsets, where each batch lies) is written
+batch (event id key -> offset, stream versions and offsets, where each batch lies) is written
 to one sha256-checked file, atomically (temp file, fsync, rename), covering only batches
 already fsynced; an open loads it, checks it against the segments (names, sizes, and the
 last covered batch of each re-verified) and scans only what follows. A damaged, stale or
@@ -40,6 +40,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
+from .. import _observe
 from ..errors import CorruptLog, InvalidInput, StorageError, StoreLocked
 from .envelope import LOG_SCHEMA, batch_checksum
 from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, FsyncPolicy, _BatchEntry, _IdIndex
@@ -55,7 +56,7 @@ _ROWS_KEY = b"eidetica.rows"
 _MAX_RESYNC_PROBES = 4096
 CHECKPOINT_NAME = "recovery.ckpt"
 CHECKPOINT_MAGIC = b"EIDETICA-LOG-CHECKPOINT\n"
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2  # 2: the id map holds id_key(tenant, id), not the raw id (a format-1 file is refused: one full scan)
 
 
 class CheckpointWarning(UserWarning):
@@ -638,6 +639,7 @@ class ArrowLog(BatchLog):
             start, end = seg.append(batch)
             if self.fsync == "always":
                 os.fdatasync(seg.fd)
+                _observe.count("log_fsyncs")
         except BaseException:
             self._open.pop(partition, None)
             self._undo(seg, good)
@@ -669,6 +671,7 @@ class ArrowLog(BatchLog):
         seg = self._open.get(partition)
         if seg is not None:
             os.fdatasync(seg.fd)
+            _observe.count("log_fsyncs")
 
     def _finish(self, partition: int) -> None:
         seg = self._open.pop(partition, None)

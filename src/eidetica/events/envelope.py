@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import sys
 import uuid
 import zlib
@@ -30,6 +31,7 @@ __all__ = [
     "batch_from_runs",
     "Run",
     "validate_append",
+    "id_key",
 ]
 
 ANY = -2
@@ -123,10 +125,30 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         return decode(self.payload)
 
 
+@functools.lru_cache(maxsize=4096)
+def _tenant_hash(tenant: str) -> Any:
+    """A blake2b keyed by the tenant, copied for every id (the key schedule is paid once per tenant)."""
+    key = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=32, person=b"eidetica-tenant").digest()
+    return hashlib.blake2b(digest_size=16, key=key)
+
+
+def id_key(tenant: str, event_id: bytes) -> int:
+    """The key an event id has in the log's id index: a keyed hash of (tenant, caller's id).
+
+    Each tenant's ids are its own namespace: the same caller id in two tenants is two keys,
+    and no tenant can pick an id whose key meets another tenant's (that takes a preimage
+    of blake2b), so an append neither collides with nor learns of another tenant's ids.
+    The log's ``event_id`` column keeps the caller's id.
+    """
+    h = _tenant_hash(tenant).copy()
+    h.update(event_id)
+    return int.from_bytes(h.digest(), "big")
+
+
 def validate_append(
     stream: object, events: object, expected_version: object, max_payload_bytes: int
 ) -> tuple[list[NewEvent], list[int]]:
-    """Check an append's arguments (``InvalidInput`` names the bad field); returns the events and their id ints."""
+    """Check an append's arguments (``InvalidInput`` names the bad field); returns the events and their id keys."""
     if type(stream) is not str or not stream.strip():
         if not isinstance(stream, str) or not stream.strip():
             raise InvalidInput("stream", "must be a non-empty string", stream)
@@ -148,7 +170,7 @@ def validate_append(
             raise InvalidInput("events[0]", f"must be a NewEvent, not {type(ev).__name__}")
         if len(ev.payload) > max_payload_bytes:
             raise InvalidInput("events[0].payload", f"is {len(ev.payload)} bytes, over the limit of {max_payload_bytes}")
-        return evs, [ev.event_id.int]
+        return evs, [id_key(ev.tenant, ev.event_id.bytes)]
     if {type(e) for e in evs} != {NewEvent}:
         for i, ev in enumerate(evs):
             if type(ev) is not NewEvent:
@@ -159,7 +181,7 @@ def validate_append(
                 raise InvalidInput(
                     f"events[{i}].payload", f"is {len(ev.payload)} bytes, over the limit of {max_payload_bytes}"
                 )
-    keys = [e.event_id.int for e in evs]
+    keys = [id_key(e.tenant, e.event_id.bytes) for e in evs]
     if len(set(keys)) != len(keys):
         seen: set[int] = set()
         for i, k in enumerate(keys):
@@ -176,7 +198,7 @@ class Run(msgspec.Struct):
     first_offset: int
     first_version: int
     events: list[NewEvent]
-    keys: list[int]  # the events' uuid ints
+    keys: list[int]  # the events' id keys (``id_key``)
 
 
 _TIME = pa.timestamp("us", tz="UTC")
@@ -210,10 +232,9 @@ def batch_from_runs(runs: Sequence[Run], now: dt.datetime) -> pa.RecordBatch:
     """Build one log record batch from admitted runs, column by column."""
     if len(runs) == 1:
         r0 = runs[0]
-        evs, keys = r0.events, r0.keys
+        evs = r0.events
     else:
         evs = [e for r in runs for e in r.events]
-        keys = [k for r in runs for k in r.keys]
     n = len(evs)
     first = runs[0].first_offset
     now_us = int(now.timestamp() * 1_000_000)
@@ -224,7 +245,7 @@ def batch_from_runs(runs: Sequence[Run], now: dt.datetime) -> pa.RecordBatch:
         times = np.array(
             [now_us if t is None else int(t.timestamp() * 1_000_000) for t in times_in], dtype=np.int64
         )
-    ids = b"".join([k.to_bytes(16, "big") for k in keys])
+    ids = b"".join([e.event_id.bytes for e in evs])
     if len(runs) == 1:
         versions = _fixed(pa.int64(), n, np.arange(r0.first_version, r0.first_version + n, dtype=np.int64))
         streams = _same(r0.stream, n)

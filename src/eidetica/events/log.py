@@ -19,12 +19,13 @@ import uuid
 import zlib
 from array import array
 from dataclasses import dataclass
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from ..errors import InvalidInput, WrongExpectedVersion
+from .. import _observe
+from ..errors import EventIdConflict, InvalidInput, WrongExpectedVersion
 from .envelope import (
     ANY,
     NO_STREAM,
@@ -34,6 +35,7 @@ from .envelope import (
     Run,
     batch_from_runs,
     events_from_batch,
+    id_key,
     utcnow,
     validate_append,
 )
@@ -144,7 +146,7 @@ class _Request:
     def __init__(self, stream: str, events: list[NewEvent], keys: list[int], expected: int) -> None:
         self.stream = stream
         self.events = events
-        self.keys = keys  # the events' uuid ints
+        self.keys = keys  # the events' id keys (``id_key``: tenant and caller id)
         self.expected = expected
         self.result: tuple[int, int] | None = None
         self.error: BaseException | None = None
@@ -186,7 +188,7 @@ _MASK64 = (1 << 64) - 1
 
 
 class _IdIndex:
-    """Event id -> offset for idempotent appends, in 24 bytes an id.
+    """Event id key (``id_key``: tenant + caller id) -> offset for idempotent appends, in 24 bytes an id.
 
     Ids live in sorted numpy arrays (high and low 64 bits of the uuid, offset), searched by
     bisection; new ids go to a dict first and are merged in once it grows, so the map costs
@@ -325,7 +327,7 @@ class _Partition:
         self.index = index
         self.next_offset = 0
         self.versions: dict[str, int] = {}
-        self.ids = _IdIndex()  # uuid.int -> offset: idempotent appends
+        self.ids = _IdIndex()  # id_key(tenant, event id) -> offset: idempotent appends
         self.stream_offsets: dict[str, array] = {}
         self.batches = _Batches()
         self.cond = threading.Condition()
@@ -377,7 +379,7 @@ class _Partition:
     def record_batch(self, batch: pa.RecordBatch, locator: Any) -> None:
         """Fold a batch read back from storage (recovery)."""
         offsets = batch.column(0).to_pylist()
-        ids = [int.from_bytes(b, "big") for b in batch.column(1).to_pylist()]
+        ids = [id_key(t, b) for t, b in zip(batch.column(6).to_pylist(), batch.column(1).to_pylist())]
         streams = batch.column(2).to_pylist()
         versions = batch.column(3).to_pylist()
         runs: list[Run] = []
@@ -388,11 +390,12 @@ class _Partition:
                 runs.append(Run(s, o, v, [], [i]))
         self.record(runs, locator)
 
-    def admit(self, requests: list[_Request]) -> list[Run]:
+    def admit(self, requests: list[_Request], recorded: Callable[[list[int]], list[RecordedEvent]]) -> list[Run]:
         """Check each request against the state plus earlier requests of the group.
 
         A request that fails gets its ``error`` set and contributes no run; one whose
-        event ids are all logged already gets its original offsets and no run.
+        event ids are all logged already, each with the same event, gets its original
+        offsets and no run (``recorded`` reads committed events back to compare them).
         """
         runs: list[Run] = []
         versions: dict[str, int] = {}
@@ -412,9 +415,7 @@ class _Partition:
                     if ids and not ids.keys().isdisjoint(keys):
                         known_offs += [o for o in map(ids.get, keys) if o is not None]
                 if known_offs:
-                    if len(known_offs) != len(keys):
-                        raise InvalidInput("events", "some but not all event ids were already appended")
-                    req.result = (min(known_offs), max(known_offs))
+                    req.result = self._retried(req, ids, runs, recorded)
                     continue
                 actual = versions.get(req.stream, self.versions.get(req.stream, NO_STREAM))
                 exp = req.expected
@@ -434,6 +435,32 @@ class _Partition:
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
                 req.error = e
         return runs
+
+    def _retried(self, req: _Request, group: dict[int, int], runs: list[Run],
+                 recorded: Callable[[list[int]], list[RecordedEvent]]) -> tuple[int, int]:
+        """The original offsets of a retried append; ``EventIdConflict`` unless every id holds this very event.
+
+        The same event is the same stream, type and payload (a redacted one counts: it was
+        that event until the user had it forgotten); anything else under a known id would be
+        acknowledged without being stored.
+        """
+        found = [self.ids.get(k, group.get(k)) for k in req.keys]
+        if None in found:
+            i = next(i for i, o in enumerate(found) if o is not None)
+            raise EventIdConflict(str(req.events[i].event_id), "was already appended, but not the other events of this append")
+        stored: dict[int, tuple[str, str, bytes]] = {
+            e.offset: (e.stream, e.type, e.payload) for e in recorded(sorted(o for o in found if o < self.next_offset))
+        }
+        for r in runs:  # earlier requests of this group: not committed yet
+            for j, ev in enumerate(r.events):
+                stored[r.first_offset + j] = (r.stream, ev.type, ev.payload)
+        for ev, o in zip(req.events, found):
+            stream, kind, payload = stored.get(o, ("", "", b""))
+            if stream != req.stream:
+                raise EventIdConflict(str(ev.event_id), "already names an event of another stream")
+            if kind != "Redacted" and (kind != ev.type or payload != ev.payload):
+                raise EventIdConflict(str(ev.event_id), "already names an event with other content")
+        return min(found), max(found)  # type: ignore[type-var]
 
 
 class BatchLog(EventLog):
@@ -567,10 +594,13 @@ class BatchLog(EventLog):
     def _commit(self, part: _Partition, reqs: list[_Request], own: _Request) -> None:
         """Admit, write and record one group; every caller in it is answered."""
         try:
-            runs = part.admit(reqs)
+            runs = part.admit(reqs, lambda offsets: self._read_committed(part, offsets))
             if runs:
                 batch = batch_from_runs(runs, utcnow())
                 locator = self._write(part.index, batch)
+                _observe.count("log_appends", len(runs))
+                _observe.count("log_events", batch.num_rows)
+                _observe.observe("log_group_commit", len(runs))  # appends that shared this write
                 part.wrote = True
                 part.dirty = self.fsync == "batch"
                 part.record(runs, locator)
@@ -687,12 +717,15 @@ class BatchLog(EventLog):
 
     def read_offsets(self, offsets: Sequence[int], *, partition: int = 0) -> list[RecordedEvent]:
         """The committed events at these offsets, loading only the batches that hold them."""
-        part = self._part(partition)
+        return self._read_committed(self._part(partition), offsets)
+
+    def _read_committed(self, part: _Partition, offsets: Sequence[int]) -> list[RecordedEvent]:
+        """``read_offsets`` for a partition in hand (also what admit compares a retry with)."""
         want = sorted(set(offsets))
         with part.cond:
             want = [o for o in want if 0 <= o < part.next_offset]
             wanted = _holding(part, want)
-        return self._read_rows(partition, wanted, set(want))
+        return self._read_rows(part.index, wanted, set(want))
 
     def head(self, partition: int = 0) -> int:
         """The offset the next event of a partition will get (== events committed)."""
@@ -706,9 +739,14 @@ class BatchLog(EventLog):
         """Every stream with at least one event."""
         return [s for p in self._parts for s in p.versions]
 
-    def event_offset(self, event_id: uuid.UUID, stream: str) -> int | None:
-        """The offset an event id was logged at in a stream's partition, if it was."""
-        return self._parts[self.partition_of(stream)].ids.get(event_id.int)
+    def event_offset(self, event_id: uuid.UUID, stream: str, tenant: str) -> int | None:
+        """The offset a tenant's event id was logged at in a stream's partition, if it was."""
+        return self._parts[self.partition_of(stream)].ids.get(id_key(tenant, event_id.bytes))
+
+    def event_offsets(self, event_ids: Sequence[uuid.UUID], stream: str, tenant: str) -> list[int | None]:
+        """``event_offset`` for many ids of one stream's partition (one call through a remote log)."""
+        ids = self._parts[self.partition_of(stream)].ids
+        return [ids.get(id_key(tenant, e.bytes)) for e in event_ids]
 
     def wait_for(self, offset: int, *, partition: int = 0, timeout: float | None = None) -> bool:
         """Block until the event at ``offset`` is committed; False on timeout."""

@@ -81,6 +81,9 @@ class MessageAppended(Event, frozen=True):
     content: str
     sequence: int
     metadata: dict[str, Any] = {}
+    # the writer's store extracts facts from it (a user message with auto_extract on): until an
+    # ExtractionCompleted covers it, an open resumes its extraction (a crash came in between)
+    extract: bool = False
 
 
 class ChunksEmbedded(Event, frozen=True):
@@ -126,6 +129,8 @@ class FactAsserted(Event, frozen=True):
     confidence: float = 1.0
     sources: list[dict[str, Any]] = []
     request_id: str = ""  # the caller's id for the remember() call: retries are exactly-once
+    metadata: dict[str, Any] = {}  # the caller's (remember(..., metadata=)); recall/list_memories filter on it
+    attribute: str = ""  # the single-valued attribute of the user it sets ("diet", "residence", ...); "" when none
 
 
 class FactReinforced(Event, frozen=True):
@@ -224,6 +229,8 @@ class ScheduleRun(Event, frozen=True):
     result: str = ""
     next_run_at: dt.datetime | None = None
     output_summary: str = ""  # at most 500 characters, cut with a marker
+    output: str = ""  # the whole output when the summary had to cut it ("" when the summary is all of it)
+    run_id: str = ""  # "run-<uuid>" (older runs: their event id)
 
 
 class ExtractionCompleted(Event, frozen=True):

@@ -82,7 +82,7 @@ from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax,
 from ._ranking import mmr as _mmr_pick
 from ._rebuild import BulkRebuild
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
-from ._tantivy import TantivyChunks, query_terms
+from ._tantivy import TantivyChunks, analyze, query_terms
 
 __all__ = ["ChunkIndex"]
 
@@ -508,6 +508,15 @@ class ChunkIndex(BulkRebuild, Projection):
         else:
             txt_hits = self._text.search(f, terms, fetch)
         return self._ranked(mode, f, vec_hits, txt_hits, n, top_k, min_score, opts, qvec, terms)
+
+    def unseen(self, tenant: str, words: Sequence[str]) -> list[str]:
+        """The words no document of the tenant holds (none of their index terms occurs)."""
+        out = []
+        for w in words:
+            terms = analyze(w)
+            if terms and not any(self._text.doc_freq(tenant, terms)):
+                out.append(w)
+        return out
 
     def _ranked(self, mode: str, f: Filters, vec_hits: list[tuple[str, float]], txt_hits: list[tuple[float, Row]],
                 n: int, top_k: int, min_score: float | None, opts: SearchOptions, qvec: np.ndarray | None,

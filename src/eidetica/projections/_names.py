@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-__all__ = ["name_pattern", "names_in", "strip_names"]
+__all__ = ["name_pattern", "names_in", "strip_names", "named_words"]
 
 
 def name_pattern(name: str) -> str:
@@ -25,3 +25,25 @@ def strip_names(query: str, names: Sequence[str] | frozenset[str], flags: int = 
         out = re.sub(name_pattern(name), " ", out, flags=flags)
     out = " ".join(out.split())
     return out if re.search(r"\w", out) else query
+
+
+# Capitalised words that name no person, place or thing of a conversation.
+_NOT_NAMES = frozenset(
+    """i i'm i've i'd i'll ok okay mr mrs ms dr monday tuesday wednesday thursday friday saturday sunday
+    january february march april may june july august september october november december""".split()
+)
+_CAPITALISED = re.compile(r"(?<![\w'])([A-Z][\w'\u2019-]*)")
+
+
+def named_words(query: str) -> list[str]:
+    """The words a query capitalises inside a sentence (people, places, titles): "Caroline",
+    "Boston", "LGBTQ"; sentence-initial words, weekdays, months and "I" are not names."""
+    out: list[str] = []
+    for m in _CAPITALISED.finditer(query):
+        before = query[: m.start()].rstrip()
+        if not before or before[-1] in ".!?:;\"(\n":
+            continue  # sentence-initial: "What", "Did"
+        word = re.sub(r"(?:'s|\u2019s|')$", "", m.group(1))
+        if len(word) > 1 and word.lower() not in _NOT_NAMES:
+            out.append(word)
+    return list(dict.fromkeys(out))

@@ -33,6 +33,7 @@ import time as _time
 import uuid
 from array import array
 from typing import Any, Literal, Sequence
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import msgspec
 import numpy as np
@@ -96,6 +97,8 @@ class FactInfo(msgspec.Struct, frozen=True, kw_only=True):
     updated: dt.datetime
     sources: list[dict[str, Any]]
     user_id: str = ""
+    metadata: dict[str, Any] = {}  # the caller's, given to remember()
+    attribute: str = ""  # the single-valued attribute of the user it sets ("diet", "residence", ...); "" when none
 
 
 class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -126,7 +129,9 @@ class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
     last_result: str | None = None
     run_count: int = 0
     consecutive_failures: int = 0  # runs since the last successful one (see SUCCESS_STATUSES)
-    runs: list[dict[str, Any]] = []  # the latest RUN_HISTORY runs: run_at, status, result, output_summary
+    runs: list[dict[str, Any]] = []  # the latest runs: run_id, run_at (+ run_at_local), status, result, output_summary, output
+    next_run_local: dt.datetime | None = None  # next_run_at in the schedule's time zone
+    last_run_local: dt.datetime | None = None  # last_run_at in the schedule's time zone
 
     @property
     def id(self) -> str:
@@ -224,7 +229,7 @@ class _Session:
 
 class _Fact:
     __slots__ = ("user_id", "content", "category", "confidence", "status", "by", "created", "updated",
-                 "sources", "history", "seen")
+                 "sources", "history", "seen", "metadata", "attribute")
 
     def __init__(self, user_id: str, e: ev.FactAsserted, time: dt.datetime) -> None:
         self.user_id = user_id
@@ -238,6 +243,8 @@ class _Fact:
         self.sources: list[dict[str, Any]] = list(e.sources)
         self.history: list[tuple[dt.datetime, str, dict[str, Any]]] = []
         self.seen: set[Any] = set()
+        self.metadata: dict[str, Any] = dict(e.metadata)
+        self.attribute = e.attribute
 
     def info(self, fact_id: str) -> FactInfo:
         return FactInfo(
@@ -251,6 +258,8 @@ class _Fact:
             updated=self.updated,
             sources=list(self.sources),
             user_id=self.user_id,
+            metadata=dict(self.metadata),
+            attribute=self.attribute,
         )
 
 
@@ -278,6 +287,7 @@ class _Schedule:
     def info(self, schedule_id: str) -> ScheduleInfo:
         f = self.fields
         last = self.history[-1] if self.history else None
+        tz = str(f.get("timezone", "UTC"))
         return ScheduleInfo(
             schedule_id=schedule_id,
             user_id=self.user_id,
@@ -295,7 +305,9 @@ class _Schedule:
             last_result=last["result"] if last else None,
             run_count=self.run_count,
             consecutive_failures=self.failures,
-            runs=[dict(r) for r in self.history],
+            runs=[dict(r, run_at_local=_local(r["run_at"], tz)) for r in self.history],
+            next_run_local=_local(_as_time(f.get("next_run_at")), tz),
+            last_run_local=_local(last["run_at"], tz) if last else None,
         )
 
 
@@ -312,6 +324,17 @@ def _as_time(value: Any) -> dt.datetime | None:
         return None
 
 
+def _local(t: Any, zone: str) -> dt.datetime | None:
+    """A time in a schedule's time zone (None stays None; an unknown zone leaves it in UTC)."""
+    t = _as_time(t)
+    if t is None:
+        return None
+    try:
+        return t.astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return t
+
+
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(UTC)
 
@@ -322,6 +345,7 @@ class _FactRow(msgspec.Struct, array_like=True):
     sources: list[dict[str, Any]]
     history: list[tuple[dt.datetime, str, dict[str, Any]]]
     seen: list[uuid.UUID]
+    metadata: dict[str, Any] = {}  # last: a snapshot written before it decodes with none
 
 
 class _ScheduleRow(msgspec.Struct, array_like=True):
@@ -369,7 +393,7 @@ class StateProjection(Projection):
     """In-memory folds of sessions, summaries, facts, notes and schedules, per tenant."""
 
     name = "state"
-    SCHEMA_VERSION = 4  # of the snapshot tables; bump on any change to them (older ones are then refused)
+    SCHEMA_VERSION = 5  # of the snapshot tables; bump on any change to them (older ones are then refused)
 
     def __init__(
         self,
@@ -416,6 +440,11 @@ class StateProjection(Projection):
         self._embedder: tuple[str, int] | None = None
         self._items: dict[tuple[str, tuple[str, ...]], dict[str, ItemInfo]] = {}  # (tenant, namespace) -> key -> item
         self._item_at: dict[tuple[str, str], tuple[tuple[str, ...], str, int]] = {}  # (tenant, item id) -> (ns, key, version)
+        # user messages no ExtractionCompleted covers yet, per (tenant, session): what a crash between an
+        # append and its extraction leaves (resumed at open); ``_early``: completions folded before their
+        # message (another partition's tail applied first)
+        self._todo: dict[tuple[str, str], set[int]] = {}
+        self._early: dict[tuple[str, str], set[int]] = {}
 
     # -- port --------------------------------------------------------------------------
     def apply(self, events: Sequence[RecordedEvent]) -> None:
@@ -576,12 +605,46 @@ class StateProjection(Projection):
             elif (label := speaker_label(e.content)) is not None:
                 s.labels[e.sequence] = label
                 s.label_n[label] = s.label_n.get(label, 0) + 1
+            if e.extract:
+                key = (rec.tenant, e.session_id)
+                early = self._early.get(key)
+                if early is not None and e.sequence in early:
+                    early.discard(e.sequence)
+                    if not early:
+                        del self._early[key]
+                else:
+                    self._todo.setdefault(key, set()).add(e.sequence)
         s.last = max(s.last, rec.time)
+
+    def _on_extraction(self, rec: RecordedEvent, e: ev.ExtractionCompleted) -> None:
+        key = (rec.tenant, e.session_id)
+        todo = self._todo.get(key, set())
+        s = self._sessions.get(key)
+        for q in e.sequences:
+            if q in todo:
+                todo.discard(q)
+            elif s is None or q > s.top:  # its message is not folded yet (another partition)
+                self._early.setdefault(key, set()).add(q)
+        if key in self._todo and not todo:
+            del self._todo[key]
+
+    def _prune_todo(self, key: tuple[str, str]) -> None:
+        """Keep only pending extractions of messages still live (after a retraction or a forget)."""
+        todo = self._todo.get(key)
+        if todo is None:
+            return
+        s = self._sessions.get(key)
+        live = todo & set(s.seqs) if s is not None and not s.forgotten else set()
+        if live:
+            self._todo[key] = live
+        else:
+            del self._todo[key]
 
     def _on_message_retracted(self, rec: RecordedEvent, e: ev.MessageRetracted) -> None:
         s = self._sessions.get((rec.tenant, e.session_id))
         if s is not None:
             s.retract(e.sequence)
+            self._prune_todo((rec.tenant, e.session_id))
             if self._bodies is not None:
                 self._bodies.pop((rec.tenant, e.session_id, e.sequence), None)
             s.last = max(s.last, rec.time)
@@ -610,6 +673,7 @@ class StateProjection(Projection):
             s.summary = None
         if not s.seqs:
             s.forgotten = True
+        self._prune_todo(key)
         s.last = max(s.last, rec.time)
 
     def _on_user_forgotten(self, rec: RecordedEvent, e: ev.UserForgotten) -> None:
@@ -653,6 +717,7 @@ class StateProjection(Projection):
                 s.summary = None
             if not s.seqs and s.summary is None:
                 del self._sessions[(t, sid)]
+            self._prune_todo((t, sid))
 
     def _fact(self, tenant: str, fact_id: str) -> _Fact | None:
         u = self._fact_owner.get((tenant, fact_id))
@@ -775,8 +840,9 @@ class StateProjection(Projection):
         s.runs.add(rec.event_id)  # one stream, one writer: runs arrive in stream order
         s.run_count += 1
         s.failures = 0 if e.status in SUCCESS_STATUSES else s.failures + 1
-        s.history = (s.history + [{"run_at": e.run_at, "status": e.status, "result": e.result,
-                                   "output_summary": e.output_summary}])[-RUN_HISTORY:]
+        s.history = (s.history + [{"run_id": e.run_id or str(rec.event_id), "run_at": e.run_at, "status": e.status,
+                                   "result": e.result, "output_summary": e.output_summary,
+                                   "output": e.output or e.output_summary}])[-RUN_HISTORY:]
         s.fields["next_run_at"] = e.next_run_at
         if e.next_run_at is None:
             s.fields["enabled"] = False  # a finished one-shot
@@ -857,13 +923,14 @@ class StateProjection(Projection):
             s = self._sessions.get((tenant, session_id))
             return None if s is None else self._session_info(session_id, s)
 
-    def messages(self, tenant: str, session_id: str) -> list[MessageInfo]:
-        """A session's messages in sequence order ([] when unknown or forgotten); bodies come from the log."""
+    def messages(self, tenant: str, session_id: str, sequences: set[int] | None = None) -> list[MessageInfo]:
+        """A session's messages in sequence order (only ``sequences`` when given; [] when unknown or forgotten);
+        bodies come from the log."""
         with self._lock:
             s = self._sessions.get((tenant, session_id))
             if s is None or s.forgotten:
                 return []
-            rows = sorted(zip(s.seqs, s.times, s.offsets))
+            rows = sorted(r for r in zip(s.seqs, s.times, s.offsets) if sequences is None or r[0] in sequences)
             part = s.part
             if self._bodies is not None:
                 bodies = {q: self._bodies[(tenant, session_id, q)] for q, _, _ in rows}
@@ -880,6 +947,12 @@ class StateProjection(Projection):
                         time=_from_us(tm), metadata=dict(b.metadata))
             for q, tm, _ in rows if (b := bodies.get(q)) is not None
         ]
+
+    def pending_extractions(self) -> list[tuple[str, MessageInfo]]:
+        """(tenant, message) of every live user message no ``ExtractionCompleted`` covers yet, oldest first per session."""
+        with self._lock:
+            todo = [(k, set(v)) for k, v in self._todo.items()]
+        return [(t, m) for (t, sid), seqs in todo for m in self.messages(t, sid, seqs)]
 
     def names(self, tenant: str, session_id: str) -> set[str]:
         """The participant names (``metadata["name"]``) of a session's live messages."""
@@ -987,6 +1060,38 @@ class StateProjection(Projection):
                 found.update(u for (t, u), items in d.items() if t == tenant and items)
         return sorted(found)
 
+    def user_counts(self, tenant: str, user_id: str) -> dict[str, Any]:
+        """A user's sessions, messages, active facts, notes, schedules and last activity (no rows built)."""
+        with self._lock:
+            ss = [s for sid in self._user_sessions.get((tenant, user_id), ())
+                  if (s := self._sessions.get((tenant, sid))) is not None and not s.forgotten and s.user_id == user_id]
+            facts = self._facts.get((tenant, user_id), {})
+            notes = self._notes.get((tenant, user_id), {})
+            scheds = self._decoded((tenant, user_id))
+            times = [s.last for s in ss] + [f.updated for f in facts.values()] + [n.time for n in notes.values()]
+            times += [x.updated for x in scheds.values()]
+            return {"sessions": len(ss), "messages": sum(len(s.seqs) for s in ss),
+                    "facts": sum(f.status == "active" for f in facts.values()), "notes": len(notes),
+                    "schedules": len(scheds), "last_activity": max(times, default=None)}
+
+    def facts_page(self, tenant: str, user_id: str, *, status: str | None = None, category: str | None = None,
+                   offset: int = 0, limit: int = 50) -> dict[str, Any]:
+        """One page of a user's facts of any status (newest first), with counts by status and by category:
+        only the page's rows are built (a user may hold many thousands)."""
+        status_n: dict[str, int] = {}
+        category_n: dict[str, int] = {}
+        with self._lock:
+            facts = self._facts.get((tenant, user_id), {})
+            keys = []
+            for fid, f in facts.items():
+                status_n[f.status] = status_n.get(f.status, 0) + 1
+                category_n[f.category] = category_n.get(f.category, 0) + 1
+                if (status is None or f.status == status) and (category is None or f.category == category):
+                    keys.append((f.created, fid))
+            keys.sort(reverse=True)
+            rows = [facts[fid].info(fid) for _, fid in keys[offset:offset + limit]]
+        return {"facts": rows, "total": len(keys), "statuses": status_n, "categories": category_n}
+
     def item(self, tenant: str, namespace: tuple[str, ...], key: str) -> ItemInfo | None:
         """One framework store item, or None."""
         with self._lock:
@@ -1065,7 +1170,8 @@ class StateProjection(Projection):
             "superseded_by": pa.array([x[3].by for x in fs], pa.string()),
             "created": pa.array([x[3].created for x in fs], _TS),
             "updated": pa.array([x[3].updated for x in fs], _TS),
-            "detail": pa.array([_ENC.encode(_FactRow(x[3].sources, x[3].history, sorted(x[3].seen))) for x in fs],
+            "attribute": pa.array([x[3].attribute for x in fs], pa.string()),
+            "detail": pa.array([_ENC.encode(_FactRow(x[3].sources, x[3].history, sorted(x[3].seen), x[3].metadata)) for x in fs],
                                pa.binary()),
         })
         ns = [(t, u, n) for (t, u), d in self._notes.items() for n in d.values()]
@@ -1103,9 +1209,16 @@ class StateProjection(Projection):
             "version": pa.array([x[2] for x in its], pa.int64()),
             "detail": pa.array([_ENC.encode(x[3]) for x in its], pa.binary()),
         })
+        ux = [(k, q, False) for k, v in self._todo.items() for q in v] + [(k, q, True) for k, v in self._early.items() for q in v]
+        unextracted = pa.table({
+            "tenant": pa.array([x[0][0] for x in ux], pa.string()),
+            "session_id": pa.array([x[0][1] for x in ux], pa.string()),
+            "sequence": pa.array([x[1] for x in ux], pa.int64()),
+            "early": pa.array([x[2] for x in ux], pa.bool_()),
+        })
         meta = {"embedder": list(self._embedder) if self._embedder else None}
         tables = {"sessions": sessions, "session_users": session_users, "facts": facts, "notes": notes,
-                  "schedules": schedules, "tombstones": tombs, "items": items}
+                  "schedules": schedules, "tombstones": tombs, "items": items, "unextracted": unextracted}
         return tables, meta
 
     def tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
@@ -1176,7 +1289,8 @@ class StateProjection(Projection):
             d = fdec.decode(r["detail"])
             f.user_id, f.content, f.category, f.confidence = r["fact_user"], r["content"], r["category"], r["confidence"]
             f.status, f.by, f.created, f.updated = r["status"], r["superseded_by"], r["created"], r["updated"]
-            f.sources, f.history, f.seen = d.sources, d.history, set(d.seen)
+            f.sources, f.history, f.seen, f.metadata = d.sources, d.history, set(d.seen), d.metadata
+            f.attribute = r.get("attribute") or ""
             self._facts.setdefault((r["tenant"], r["user_id"]), {})[r["fact_id"]] = f
             self._fact_owner[(r["tenant"], r["fact_id"])] = r["user_id"]
         for r in t["notes"].to_pylist():
@@ -1209,6 +1323,9 @@ class StateProjection(Projection):
             info = idec.decode(detail)
             self._items.setdefault((tenant, info.namespace), {})[info.key] = info
             self._item_at[(tenant, iid)] = (info.namespace, info.key, version)
+        ux = t.get("unextracted", pa.table({c: [] for c in ("tenant", "session_id", "sequence", "early")}))
+        for tenant, sid, q, early in zip(_col(ux, "tenant"), _col(ux, "session_id"), _col(ux, "sequence"), _col(ux, "early")):
+            (self._early if early else self._todo).setdefault((tenant, sid), set()).add(q)
         emb = meta.get("embedder")
         self._embedder = (emb[0], int(emb[1])) if emb else None
 
@@ -1238,6 +1355,7 @@ _HANDLERS: dict[type, Any] = {
     ev.SummaryCommitted: StateProjection._on_summary,
     ev.SessionForgotten: StateProjection._on_session_forgotten,
     ev.UserForgotten: StateProjection._on_user_forgotten,
+    ev.ExtractionCompleted: StateProjection._on_extraction,
     ev.FactAsserted: StateProjection._on_fact_asserted,
     ev.FactReinforced: StateProjection._on_fact_reinforced,
     ev.FactDecayed: StateProjection._on_fact_decayed,

@@ -74,7 +74,7 @@ QUERY_STOPWORDS = frozenset(
     for with at by from and or but if that this these those it its as about into than then there
     what when where who whom whose which why how would could should will can may might shall must
     any some ever i me my we our you your he him his she her they them their
-    also just very much many more most other such own same so too""".split()
+    also just very much many more most other such own same so too now""".split()
 )
 _WORD = re.compile(r"[\w']+")
 
@@ -337,6 +337,12 @@ class TantivyChunks:
         n_docs, _ = self._tenant_stats(searcher, gen, tenant)
         return [math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
                 for df in (self._df(searcher, gen, tenant, t) for t in terms)]
+
+    def doc_freq(self, tenant: str, terms: Sequence[str]) -> list[int]:
+        """How many live documents of one tenant hold each analyzed term (0: never written there)."""
+        gen = self._gen
+        searcher = self._searcher()
+        return [self._df(searcher, gen, tenant, t) for t in terms]
 
     def _bm25(self, searcher: Any, gen: int, tenant: str, terms: Sequence[str], rows: Sequence[Row]) -> list[float]:
         n_docs, avgdl = self._tenant_stats(searcher, gen, tenant)

@@ -19,7 +19,7 @@ from ..events.types import decode
 from ..providers import Embedder
 from ._base import Projection
 from ._index import ChunkIndex, SearchHit
-from ._names import name_pattern, names_in, strip_names
+from ._names import name_pattern, named_words, names_in, strip_names
 from ._projector import Projector
 from ._ranking import SELF, SearchOptions, time_windows
 from ._state import StateProjection
@@ -192,6 +192,15 @@ class LocalViews:
                 people = self.participant_names(tenant, user)
             options["speakers"] = names_in(query, people) | ({SELF} if own else frozenset())
         opts = SearchOptions.check(**options)
+        floor = search.get("min_score")
+        if floor is not None and floor > 0 and user is not None:
+            # A question naming someone or something this memory never held ("What did Caroline
+            # research?" of a store that never heard of her) is about what was never discussed:
+            # no relevance number says that as surely as the name's absence from every document.
+            if people is None:
+                people = self.participant_names(tenant, user)
+            if self.index.unseen(tenant, named_words(strip_names(q, people))):
+                return []
         # a callable: the index embeds the query while its BM25 side runs (the index is local here,
         # in the facade's process or in the views replica that answers)
         vector = (lambda: embedder.embed([q])[0]) if mode != "text" else None

@@ -5,12 +5,14 @@ from __future__ import annotations
 import abc
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import _observe
 from ..errors import DimensionMismatch, InvalidInput
 
 __all__ = ["Embedder", "CacheInfo", "Coalescer", "check_vectors", "normalize_rows"]
@@ -213,7 +215,10 @@ class CachedEmbedder(Embedder):
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         # texts of several callers: the same text from two of them is computed once
         distinct = list(dict.fromkeys(texts))
+        t0 = time.perf_counter()
         vecs = check_vectors(self._embed_uncached(distinct), self.dim)
+        _observe.observe("embed_seconds", time.perf_counter() - t0)
+        _observe.observe("embed_batch", len(distinct))
         if vecs.shape[0] != len(distinct):
             raise RuntimeError(f"{type(self).__name__} returned {vecs.shape[0]} vectors for {len(distinct)} texts")
         if len(distinct) == len(texts):

@@ -17,7 +17,7 @@ import msgspec
 
 from ..errors import InvalidInput
 
-__all__ = ["ExtractedFact", "LLM", "count_tokens", "check_messages", "check_target_tokens"]
+__all__ = ["ExtractedFact", "FactDecision", "DECISIONS", "LLM", "count_tokens", "check_messages", "check_target_tokens"]
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
 _PIECE = re.compile(rf"[{_CJK}]|[^\W\d_{_CJK}]+|\d+|[^\w\s]")
@@ -38,10 +38,28 @@ def count_tokens(text: str) -> int:
 
 
 class ExtractedFact(msgspec.Struct, frozen=True):
-    """One durable fact found in a user message, with a coarse category."""
+    """One durable fact found in a user message, with a coarse category and, when it states one, the
+    single-valued attribute of the user it sets ("diet", "residence", "employer", ...: a newer value supersedes)."""
 
     content: str
     category: str = "general"
+    attribute: str = ""
+
+
+DECISIONS = ("add", "update", "delete", "none")
+
+
+class FactDecision(msgspec.Struct, frozen=True):
+    """What to do with a new fact, given the user's most related facts (mem0's ADD / UPDATE / DELETE / NONE).
+
+    ``add``: store it; ``update``: store it (as ``content`` when given) and supersede ``target``;
+    ``delete``: ``target`` is no longer true and the new fact adds nothing else; ``none``: ``target``
+    already says it (reinforced), or, without a target, nothing worth keeping.
+    """
+
+    event: str
+    target: str = ""
+    content: str = ""
 
 
 class LLM(abc.ABC):
@@ -62,6 +80,11 @@ class LLM(abc.ABC):
     @abc.abstractmethod
     def contradicts(self, old: str, new: str) -> bool:
         """Whether statement ``new`` conflicts with ``old`` (so ``new`` should supersede it)."""
+
+    def decide(self, fact: str, related: Sequence[tuple[str, str]]) -> FactDecision | None:
+        """Add, update, delete or none for ``fact`` against ``related`` ``(fact id, content)`` facts, most similar
+        first; ``None``: no opinion, the curator applies its offline rules (attributes, then similarity)."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_id={self.model_id!r})"

@@ -3,16 +3,25 @@
 ``HeuristicExtractor`` keeps first-person statements that are usually durable: "I am a
 nurse", "I'm 34", "I'm allergic to peanuts", "I'm from Lyon", "I work at/as ...", "I live in
 ...", "my X is Y", "I like / love / enjoy / prefer / hate ...", "I have a dog / two kids /
-diabetes", "I was born in ...", "I speak ...", "I don't eat ...", "I usually ...". Each clause
-of a message is tested on its own, so "I live in Paris and I work as a nurse" gives two facts.
-The fact is the user's own clause, cleaned up (fillers such as "btw" removed), in the first
-person.
+diabetes", "I was born in ...", "I speak ...", "I don't eat ...", "I usually ...", moves
+("I moved from Madrid to Toronto", "we relocated to ..."), tools ("I use / code in / switched
+to ..."), habits ("... every morning", "twice a week", "I never ..."), relations ("my sister
+Anna lives ..."), work ("I run a bakery", "I teach ...", "I just joined ..."), plans ("I'm
+planning / saving up / hoping ...", "I plan to ...", "my goal is ..."), health ("diagnosed
+with", "I take X daily", "I see a therapist") and any first-person statement of an attribute
+(``fact_attribute``). Each clause of a message is tested on its own, so "I live in Paris and I
+work as a nurse" gives two facts. The fact is the user's own clause, cleaned up (fillers such as
+"btw" removed), in the first person. Measured by ``scripts/eval_extractor.py`` (BENCHMARKS.md).
+
+``fact_attribute`` names the single-valued attribute of the user a statement sets (diet,
+residence, origin, employer, job, partner, editor, os, car, age, name, school, commute, wake
+time, smoking, alcohol, pregnancy, "favorite <x>"): the curator lets a newer fact of one
+attribute supersede the older one, whatever the wording.
 
 What it misses, by design or by limitation:
 
-- facts not phrased in the first person ("Anna is my sister", "we moved to Oslo", "the kids
-  and I ..."), and facts implied rather than stated ("walking Rex before work" does not
-  yield "has a dog called Rex");
+- facts not phrased in the first person ("Anna is my sister", "the kids and I ..."), and facts
+  implied rather than stated ("walking Rex before work" does not yield "has a dog called Rex");
 - anything in a question or subordinate clause ("since I live in Paris, what ...?"), facts
   spread over two sentences, pronouns that need the conversation ("I love it");
 - past or changing states unless phrased as one of the patterns ("I used to live in Rome",
@@ -52,7 +61,7 @@ from ._llm import (
     truncate_to_tokens,
 )
 
-__all__ = ["HeuristicExtractor", "ExtractiveSummarizer", "OfflineLLM", "statements_conflict"]
+__all__ = ["HeuristicExtractor", "ExtractiveSummarizer", "OfflineLLM", "statements_conflict", "fact_attribute"]
 
 _I = re.IGNORECASE
 
@@ -65,7 +74,8 @@ _CLAUSE_SPLIT = re.compile(
 _FILLER = re.compile(
     r"^(?:(?:well|so|oh|ok|okay|also|btw|by the way|actually|anyway|anyways|fyi|just so you know|"
     r"for the record|for context|as you know|hey|hi|hello|and|but|yes|yeah|yep|no|nope|um|uh|"
-    r"honestly|basically|plus|just|oh and|fun fact)\b[\s,:!.-]*)+",
+    r"honestly|basically|plus|just|oh and|fun fact|(?:big|good|great|some|quick|small) news|(?:quick |small )?update|"
+    r"news|guess what|so yeah)\b[\s,:!.-]*)+",
     _I,
 )
 
@@ -154,7 +164,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str, str | None]] = [
     (re.compile(rf"^{_AM}(?:working (?:on|at|as|for|in|with|from)|retired|unemployed|self[- ]employed)\b", _I), "work", None),
     (re.compile(rf"^{_AM}(?:a|an)\s+([\w-]+)(?:\s+([\w-]+))?", _I), "identity", "article"),
     (re.compile(r"^i\s+(?:currently\s+|now\s+|still\s+|also\s+|mostly\s+|mainly\s+)?work(?:s)?\b(?!\s+(?:on|with)\s+(?:it|this|that)\b)", _I), "work", None),
-    (re.compile(r"^i(?:'ve| have)?\s*(?:currently\s+|now\s+|still\s+|also\s+)?(?:live|lived|reside|moved|grew up)\s+(?:in|at|on|near|with|to|by|outside|close to|just outside)\b", _I), "location", None),
+    (re.compile(r"^(?:i|we)(?:'ve| have)?\s*(?:(?:currently|now|still|also|just|recently|finally)\s+)*(?:live|lived|reside|moved|relocated|grew up)\s+(?:in|at|on|near|with|to|by|from|back|here|there|abroad|outside|across|close to|just outside)\b", _I), "location", None),
     (re.compile(r"^i\s+(?:was born|got married|graduated)\b", _I), "personal", None),
     (re.compile(r"^(?:my name is|my name's|call me|people call me|everyone calls me)\s+\S", _I), "identity", None),
     (re.compile(r"^my\s+((?:[\w-]+(?:'s)?\s+){0,3}?[\w-]+(?:'s)?)\s+(?:is|are|was born|'s)\s+\S", _I), "my", "my"),
@@ -167,6 +177,32 @@ _PATTERNS: list[tuple[re.Pattern[str], str, str | None]] = [
     (re.compile(r"^i\s+(?:(?:also|fluently|only)\s+)?speak\s+[A-Z\w]", _I), "identity", None),
     (re.compile(r"^i\s+(?:usually|always|often|normally|typically|generally|mostly)\s+(?!(?:ask|wonder|forget|get confused)\b)\w+", _I), "preference", None),
     (re.compile(r"^i(?:'ve| have)\s+been\s+(?:a|an|vegetarian|vegan|married|living|working|diagnosed)\b", _I), "personal", None),
+    (re.compile(rf"^{_AM}(?:gluten|dairy|sugar|nut|meat|alcohol)[- ]free\b", _I), "health", None),
+    (re.compile(r"^i\s+(?:was|got|have been|'ve been)\s+diagnosed\s+with\b|^i(?:'m| am)\s+recovering\s+from\b", _I), "health", None),
+    (re.compile(r"^i\s+(?:take|am on|'m on)\s+[\w-]+\s+(?:every|daily|for|twice|once|each)\b", _I), "health", None),
+    (re.compile(r"^i\s+(?:see|visit)\s+(?:a|my)\s+(?:therapist|physio\w*|psychiatrist|counsell?or|dermatologist|chiropractor)\b", _I), "health", None),
+    (re.compile(r"^i\s+(?:often\s+|sometimes\s+)?(?:get|suffer from|struggle with|live with)\s+(?:migraines|headaches|panic attacks|"
+                r"anxiety|depression|insomnia|back pain|seizures|eczema|hay fever|chronic [\w-]+)\b", _I), "health", None),
+    (re.compile(r"^my\s+(?:(?:little|big|older|younger|twin|best|oldest|youngest|step|half|late)[- ]?)*(?:wife|husband|partner|"
+                r"boyfriend|girlfriend|son|daughter|kids?|children|mother|mom|mum|father|dad|brother|sister|parents|"
+                r"grand(?:ma|pa|mother|father|parents)|aunt|uncle|cousin|friend|nephew|niece|roommate|flatmate)\b\s+\S", _I),
+     "relationship", None),
+    (re.compile(r"^i\s+(?:run|own|co-?own|manage|founded|started)\s+(?:a|an|my|our|the)\s+(?:[\w-]+\s+){0,3}?(?:business|"
+                r"company|shop|store|bakery|restaurant|cafe|startup|firm|practice|studio|agency|farm|team|clinic|bar|salon)\b", _I),
+     "work", None),
+    (re.compile(r"^i\s+(?:teach|lecture|tutor)\s+\w+", _I), "work", None),
+    (re.compile(r"^(?:i|we)(?:'m| am|'re| are)\s+(?:(?:also|still|now|really)\s+)?(?:planning|hoping|aiming|saving up|saving|"
+                r"thinking (?:of|about)|getting married|going to (?!(?:bed|sleep|try|check|ask|look|go|be|the|a|an|my|your|our|this|that|grab|get|head|call|text|have|eat|watch|do|make|need|say|tell|send|leave|stop|give|keep|let|put|pick|fix|read|write|think|see|wait|need)\b)\w+)\b", _I), "plan", None),
+    (re.compile(r"^(?:i|we)\s+(?:plan|intend|hope|aim)\s+to\s+\w+|^my\s+(?:goal|plan|dream|resolution)\s+(?:is|this year is)\b", _I),
+     "plan", None),
+    (re.compile(r"^i\s+(?:(?:mostly|mainly|now|still|also|always|only|usually)\s+)*(?:use|rely on|code in|program in|write in|"
+                r"track\s+(?:my\s+)?\w+\s+(?:with|in|on|using)|do\s+my\s+\w+\s+(?:in|on|with))\s+(?!it\b|this\b|that\b|them\b)\S", _I),
+     "tool", None),
+    (re.compile(r"^i\s+never\s+(?!said|thought|asked|knew|meant|got|saw|heard|understood|realized|realised)\w+", _I), "habit", None),
+    (re.compile(r"^i\s+(?!need|have to|will|'ll|would|should|must|can|could|think|guess|hope)(?!\w+\s+(?:it|this|that|them|these|those)\b)(?:\w+\s+){0,5}?(?:every\s+(?:day|morning|"
+                r"evening|night|week|weekend|weekday|month|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|daily|weekly|"
+                r"(?:once|twice|\w+ times)\s+a\s+(?:day|week|month)|\w+\s+a\s+day|on weekends|each\s+(?:day|morning|week))\b", _I),
+     "habit", None),
 ]
 
 _MY_CATEGORIES: list[tuple[re.Pattern[str], str]] = [
@@ -220,6 +256,15 @@ def _category_for_have(m: re.Match[str]) -> str | None:
     return "possession"
 
 
+_FIRST_PERSON = re.compile(r"^(?:i|i'm|i've|im|we|we're|we've|my)\b", _I)
+_ATTRIBUTE_CATEGORY = {
+    "diet": "health", "residence": "location", "origin": "location", "employer": "work", "job": "work",
+    "partner": "relationship", "editor": "preference", "os": "preference", "car": "possession", "age": "personal",
+    "name": "identity", "school": "personal", "commute": "personal", "wake": "personal", "smoking": "health",
+    "alcohol": "health", "pregnancy": "health", "favorite": "preference",
+}
+
+
 def _tidy(clause: str) -> str:
     text = re.sub(r"\s+", " ", clause).strip().rstrip(",;:-–— ")
     text = re.sub(r"[.!?…]+$", "", text).strip()
@@ -255,6 +300,12 @@ class HeuristicExtractor:
                 cat = _category_for_have(m)
             if cat is not None:
                 return cat
+        # a first-person statement of one of the user's attributes ("I just joined Finch", "I switched to
+        # VS Code", "we moved to Oslo") is a fact even where no pattern above has its wording
+        if _FIRST_PERSON.match(clause):
+            attribute = fact_attribute(clause)
+            if attribute:
+                return _ATTRIBUTE_CATEGORY.get(attribute.split()[0], "personal")
         return None
 
     def extract(self, text: str) -> list[ExtractedFact]:
@@ -271,7 +322,7 @@ class HeuristicExtractor:
             key = content.lower()
             if content and key not in seen:
                 seen.add(key)
-                facts.append(ExtractedFact(content=content, category=category))
+                facts.append(ExtractedFact(content=content, category=category, attribute=fact_attribute(content)))
         return facts
 
 
@@ -539,6 +590,91 @@ def _changed_values(a: str, b: str) -> bool:
     wb = {w for w in _WORD.findall(b) if w not in vb}
     union = wa | wb
     return bool(union) and len(wa & wb) / len(union) >= 0.6
+
+
+# --- attributes: single-valued things about the user (a newer value supersedes the older fact) -------
+
+_EDITORS = (r"(?:vim|neovim|nvim|emacs|vs ?code|visual studio code|vscode|sublime(?: text)?|intellij(?: idea)?|pycharm|"
+            r"webstorm|atom|notepad\+\+|nano|helix|zed|xcode|android studio|eclipse|cursor|jetbrains)")
+_DIETS = r"(?:vegetarian|vegan|pescatarian|pescetarian|flexitarian|carnivore|omnivore|plant[- ]based|keto|paleo)"
+_CHANGE = r"(?:(?:now|also|still|just|recently|finally|currently|actually) )*"
+# (attribute, pattern) on the normalised text (lower case, "i am", "do not"), first match wins: the
+# order puts the narrower statements ("work as") before the broader ("work at")
+_ATTRIBUTES: list[tuple[str, re.Pattern[str]]] = [(a, re.compile(p)) for a, p in [
+    ("diet", rf"\bi am {_CHANGE}(?:(?:no longer|not|a|an|fully|strictly|mostly|mainly|basically) )*{_DIETS}\b"),
+    ("diet", rf"\bi (?:have )?(?:went|go|gone|turned|became|become|switched to|am going|am turning) {_DIETS}\b"),
+    ("diet", rf"\bi {_CHANGE}(?:do not|never|no longer|stopped|quit|gave up|started|began|am starting to|started to|"
+             r"went back to|am back to) (?:eat|eating) (?:meat|fish|seafood|animal products|red meat|chicken|pork|beef)\b"),
+    ("diet", r"\b(?:my diet is|i (?:am on|follow|started|switched to) (?:a |the )?[\w-]+ diet)\b"),
+    ("partner", r"\bmy (?:wife|husband|partner|boyfriend|girlfriend|fianc[ée]e?|spouse)(?:'s name)? is\b"),
+    ("partner", r"\bi am (?:now |happily |still )?(?:dating|seeing|engaged to|married to|going out with)\b"),
+    ("partner", r"\bi (?:just |recently )?(?:married|got married|got engaged|started dating|broke up with|split up with|"
+                r"divorced|got divorced|separated from)\b"),
+    ("partner", r"\bi am (?:now |happily |still |newly )?(?:married|engaged|single|divorced|widowed|separated|"
+                r"in a relationship)\b"),
+    ("job", r"\bi (?:currently |now |still )?work as\b|\bmy (?:job|profession|occupation|role|job title|title) is\b"),
+    ("job", r"\bi (?:just |recently )?(?:became (?:a|an)|got promoted to|was promoted to|am training to be|retrained as)\b"),
+    ("job", r"\bi am (?:now |currently |still )?(?:retired|unemployed|self[- ]employed|between jobs|a freelancer)\b"),
+    ("job", r"\bi (?:just |recently )?(?:retired|quit my job|lost my job|got laid off|was laid off|left my job)\b"),
+    ("employer", r"\bi (?:currently |now |still )?work (?:at|for|in)\b|\bmy (?:employer|company) is\b"),
+    ("employer", r"\bi (?:just |recently |finally )?(?:joined|started (?:working )?at|got (?:a job|hired|an offer) (?:at|with)|"
+                 r"was hired (?:at|by)|accepted (?:a job|an offer) (?:at|from)|started (?:a |my )?(?:new )?job (?:at|with))\b"),
+    ("employer", r"\bi am (?:now |currently )?(?:employed|working) (?:at|by|for)\b"),
+    ("residence", r"\bi (?:currently |now |still )?(?:live|am living|reside|am based|am staying|have lived|"
+                  r"have been living) (?:in|at|on|near|outside|out of|just outside|close to)\b"),
+    ("residence", r"\b(?:i|we) (?:have |just |recently |finally |also )*(?:moved|relocated) (?:back|away|abroad|here|there|house|"
+                  r"out|in with|(?:from|to|in|into|across) )"),
+    ("residence", r"\bmy (?:home|address|current city|city) is\b|\bi (?:just |recently )?(?:bought|rent|am renting|own) (?:a |an |my )?"
+                  r"(?:house|flat|apartment|condo|place|home) in\b"),
+    ("origin", r"\bi am (?:originally )?from\b|\bi was born (?:in|and raised in)\b|\bi grew up in\b|\bmy hometown is\b"),
+    ("editor", rf"\bi (?:(?:mostly|mainly|now|still|currently|also|just|only) )*(?:use|code in|write code in|program in|"
+               rf"switched to|moved to|am using|started using|live in|prefer) (?:the )?{_EDITORS}\b"),
+    ("editor", rf"\bmy (?:main |favou?rite |preferred |go-to |daily )?(?:editor|ide|code editor) is\b"),
+    ("os", r"\bi (?:(?:mostly|mainly|now|still|currently) )*(?:use|run|am on|switched to|moved to|daily drive) "
+           r"(?:linux|ubuntu|arch|fedora|debian|windows|macos|mac os|a mac|chromeos)\b"),
+    ("car", r"\bi (?:now |still |currently )?drive (?:a|an)\b|\bmy car is\b|\bi (?:just )?(?:bought|got) (?:a |an )?(?:new |used )?car\b"),
+    ("age", r"\bi am (?:now )?\d{1,3}(?: years?)?(?: old)?\b|\bi (?:just )?turned \d{1,3}\b|\bmy age is\b"),
+    ("name", r"\bmy name is\b|\bcall me\b|\bi am called\b|\b(?:people|everyone|friends) call me\b"),
+    ("school", r"\bi (?:now )?(?:study|am studying|am enrolled|am a student|major|am majoring) (?:at|in)\b"),
+    ("commute", r"\bi (?:now |usually |mostly |always |often )?(?:commute|bike|cycle|walk|drive|take the (?:bus|train|subway|tube|metro)) "
+                r"to (?:work|the office)\b"),
+    ("wake time", r"\bi (?:usually |now |always )?(?:wake up|get up) (?:at|around)\b"),
+    ("smoking", r"\bi (?:quit|stopped|started|gave up) smoking\b|\bi (?:do not|no longer|never) smoke\b|"
+                r"\bi am (?:a |no longer a |not a |a non-?)smoker\b|\bi smoke\b"),
+    ("alcohol", r"\bi (?:quit|stopped|gave up) (?:drinking|alcohol)\b|\bi (?:do not|no longer|never) drink(?: alcohol)?\b|"
+                r"\bi am (?:sober|teetotal|a teetotaler|a non-?drinker)\b"),
+    ("pregnancy", r"\bi am (?:\w+ (?:weeks|months) )?pregnant\b"),
+]]
+_FAVOURITE = re.compile(r"\bmy (?:favou?rite|preferred) (?P<x>[a-z][\w ]{0,30}?) (?:is|are)\b")
+_JOB_IS = re.compile(r"\bi am (?:now |currently |still )?(?:a|an) (?P<x>(?:[\w-]+ ){0,2}[\w-]+)")
+# a third-person statement about the user (``remember("Ada is vegetarian")``) in the first person
+_THIRD = {"is": "am", "was": "was", "has": "have", "lives": "live", "works": "work", "eats": "eat", "uses": "use",
+          "drives": "drive", "studies": "study", "moved": "moved", "joined": "joined", "became": "became",
+          "quit": "quit", "started": "started", "prefers": "prefer", "follows": "follow", "grew": "grew",
+          "smokes": "smoke", "drinks": "drink", "married": "married", "retired": "retired", "turned": "turned"}
+_NOT_NAMES = frozenset("he she they it this that there we you the a an my our his her their what who".split())
+
+
+def fact_attribute(text: str) -> str:
+    """The single-valued attribute of the user a statement sets ("diet", "residence", "employer", "job",
+    "partner", "editor", "favorite <x>", ...), "" when none: two facts with one attribute cannot both be current."""
+    t = _norm(text)
+    words = t.split()
+    if len(words) > 1 and words[0] not in _NOT_NAMES and text[:1].isupper() and words[0] != "i":
+        if words[0].endswith("'s"):  # "Ada's husband is Tom"
+            t = "my " + " ".join(words[1:])
+        elif words[1] in _THIRD:  # "Ada is vegetarian", "Maria moved to Toronto"
+            t = " ".join(["i", _THIRD[words[1]], *words[2:]])
+    for attribute, pat in _ATTRIBUTES:
+        if pat.search(t):
+            return attribute
+    m = _FAVOURITE.search(t)
+    if m:
+        return "favorite " + m.group("x").strip()
+    m = _JOB_IS.search(t)
+    if m and set(m.group("x").split()) & _PROFESSIONS:
+        return "job"
+    return ""
 
 
 class OfflineLLM(LLM):

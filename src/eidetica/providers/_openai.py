@@ -18,7 +18,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Union
 from urllib.parse import urlparse
 
 import msgspec
@@ -27,8 +27,10 @@ import numpy as np
 from ..errors import EideticaError, InvalidInput, ProviderError
 from ._base import CachedEmbedder, check_vectors, normalize_rows
 from ._llm import (
+    DECISIONS,
     LLM,
     ExtractedFact,
+    FactDecision,
     check_messages,
     check_target_tokens,
     check_text,
@@ -36,7 +38,7 @@ from ._llm import (
     truncate_to_tokens,
 )
 
-__all__ = ["OpenAIEmbedder", "OpenAILLM", "EXTRACTION_PROMPT", "SUMMARY_PROMPT", "CONTRADICTION_PROMPT"]
+__all__ = ["OpenAIEmbedder", "OpenAILLM", "EXTRACTION_PROMPT", "SUMMARY_PROMPT", "CONTRADICTION_PROMPT", "DECISION_PROMPT"]
 
 log = logging.getLogger("eidetica.providers")
 
@@ -304,9 +306,25 @@ employer, or a preference reversed). Statements that merely add information do n
 Answer with the single word YES or NO."""
 
 
+DECISION_PROMPT = """You keep a user's long-term memory current. You get the EXISTING facts most related to a NEW
+fact about the user, each with an id, and decide what the NEW fact does to the memory:
+ADD: it is new information. UPDATE: it changes an existing fact (a new value of the same thing about the
+user: diet, home, job, employer, partner, tools, plans, ...), whatever the wording; give that fact's id
+and the up-to-date text. DELETE: it says an existing fact is no longer true and adds nothing else; give
+that fact's id. NONE: an existing fact already says it; give that fact's id.
+Reply with JSON only, exactly of the form {"event": "UPDATE", "id": "0", "text": "I live in Toronto."}"""
+
+
 class _FactOut(msgspec.Struct):
     content: str
     category: str = "general"
+    attribute: str = ""
+
+
+class _DecisionOut(msgspec.Struct):
+    event: str
+    id: Union[str, int] = ""
+    text: str = ""
 
 
 class _FactsOut(msgspec.Struct):
@@ -335,8 +353,28 @@ def parse_facts(reply: str) -> list[ExtractedFact]:
         category = (f.category or "general").strip().lower() or "general"
         if content and content.lower() not in seen:
             seen.add(content.lower())
-            facts.append(ExtractedFact(content=content, category=category))
+            facts.append(ExtractedFact(content=content, category=category, attribute=f.attribute.strip().lower()))
     return facts
+
+
+def parse_decision(reply: str, ids: Sequence[str]) -> FactDecision:
+    """Parse a decision reply ``{"event", "id", "text"}`` (code fences tolerated); ``id`` indexes ``ids``."""
+    text = reply.strip()
+    m = _FENCE.match(text)
+    if m:
+        text = m.group(1).strip()
+    try:
+        out = msgspec.json.decode(text, type=_DecisionOut)
+    except msgspec.DecodeError as e:
+        raise _Malformed(f"decision reply is not valid JSON: {e}") from None
+    event = out.event.strip().lower()
+    if event not in DECISIONS:
+        raise _Malformed(f"decision event must be one of ADD, UPDATE, DELETE, NONE, got {out.event[:20]!r}")
+    ref = str(out.id).strip()
+    if event in ("update", "delete") and not (ref.isdigit() and int(ref) < len(ids)):
+        raise _Malformed(f"{event.upper()} names id {ref[:20]!r}, not one of 0..{len(ids) - 1}")
+    target = ids[int(ref)] if ref.isdigit() and int(ref) < len(ids) else ""
+    return FactDecision(event=event, target=target, content=" ".join(out.text.split()) if event == "update" else "")
 
 
 class OpenAILLM(LLM):
@@ -426,6 +464,14 @@ class OpenAILLM(LLM):
                 kept = candidate
             summary = kept or truncate_to_tokens(summary, budget)
         return summary
+
+    def decide(self, fact: str, related: Sequence[tuple[str, str]]) -> FactDecision | None:
+        """Ask the model what ``fact`` does to the ``related`` facts (ADD / UPDATE / DELETE / NONE, as JSON)."""
+        check_text("fact", fact)
+        ids = [fid for fid, _ in related]
+        listing = "\n".join(f"{i}: {' '.join(text.split())}" for i, (_, text) in enumerate(related)) or "(none)"
+        user = f"EXISTING:\n{listing}\nNEW: {' '.join(fact.split())}"
+        return self._chat(DECISION_PROMPT, user, lambda reply: parse_decision(reply, ids), "memory update decision")
 
     def contradicts(self, old: str, new: str) -> bool:
         """Ask the model whether ``new`` contradicts ``old`` (YES/NO)."""
