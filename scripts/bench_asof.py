@@ -37,13 +37,18 @@ def _p50(m, rounds: int = 3) -> float:
     return statistics.median(times)
 
 
-def main() -> None:
-    """Build, measure, print one JSON line."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def messages_arg(doc: str) -> int:
+    """The store's size from the command line: ``--messages N``, 10,000 with ``--quick``, else 100,000."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--messages", type=int, default=None)
     args = ap.parse_args()
-    n = args.messages or (10_000 if args.quick else 100_000)
+    return args.messages or (10_000 if args.quick else 100_000)
+
+
+def main() -> None:
+    """Build, measure, print one JSON line."""
+    n = messages_arg(__doc__)
     import eidetica
     from eidetica.actors import MemoryConfig
     from eidetica.providers import HashEmbedder

@@ -126,14 +126,16 @@ def test_revert_retracts_a_sessions_facts_once(mem, clock) -> None:
         mem.revert(user="someone-else", session_id="bad")  # not theirs: nothing changes
     out = mem.revert(user="u", session_id="bad")
     assert sorted(out["facts"]) == sorted(planted) and out["messages_removed"] == 0
+    assert len(out["restored"]) == (before.get("I work as a nurse.") is None)  # superseded by the planted job: it holds again
     after = {h.text for h in mem.list_memories(user="u")}
-    assert after == set(before) - {t for t in before if before[t] in planted}
+    assert after == (set(before) - {t for t in before if before[t] in planted}) | {"I work as a nurse."}
     assert "My favourite colour is blue." in after and "I work as a nurse." in after
     assert not {h.id for h in mem.recall("billionaire pirate", user="u", top_k=20)} & set(planted)  # gone from the index
     assert len(mem.session("bad", user="u").history()) == 3  # the messages stay
     step = mem.explain(planted[0], user="u")["history"][-1]
     assert step["event"] == "revert" and step["session_id"] == "bad" and step["by"] == mem.by
-    assert mem.revert(user="u", session_id="bad")["facts"] == []  # twice: nothing more
+    again = mem.revert(user="u", session_id="bad")
+    assert again["facts"] == [] and again["restored"] == out["restored"]  # twice: nothing more (same ids)
     assert {h.text for h in mem.list_memories(user="u")} == after
 
 
@@ -353,3 +355,9 @@ def test_cli_reextract(tmp_path) -> None:
                           "--path", str(store), "--model", "hash-64"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"asserted": 0, "kept": 6, "retracted": 0}  # the same rules: nothing changes
+
+
+def test_reextract_through_the_api(mem, clock) -> None:
+    _say(mem, clock, "s", "I work as a nurse.", 1)
+    assert mem.reextract(user="u") == {"asserted": 0, "kept": 1, "retracted": 0}  # the same extractor: in line already
+    assert mem.reextract() == {"asserted": 0, "kept": 1, "retracted": 0}

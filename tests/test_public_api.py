@@ -38,8 +38,8 @@ def test_exported_names_are_pinned() -> None:
             "StorageError",
             "Unauthorized",
             "ReplicaBehind",
-            "Unavailable",
             "ReadOnly",
+            "Unavailable",
         ]
     )
     for name in eidetica.__all__:

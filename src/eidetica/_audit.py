@@ -20,6 +20,7 @@ import datetime as dt
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+from .actors._text import check_id
 from .errors import InvalidInput, NotFound
 from .events import (ExtractionCompleted, FactAsserted, FactDecayed, FactDeleted, FactPruned, FactReinforced,
                      FactSuperseded, MessageAppended, UserForgotten)
@@ -76,10 +77,13 @@ class _Messages:
                                           "offset": None, "forgotten": True}
 
 
-def explain(log: Any, tenant: str, fact_id: str, user: str) -> dict[str, Any]:
+def explain(m: Any, fact_id: str, user: str) -> dict[str, Any]:
     """The life of one fact of ``user``: sources, extractor, reinforcements, supersession, decay, pruning, deletion."""
+    check_id("user", user)
     if not isinstance(fact_id, str) or not fact_id:
         raise InvalidInput("fact_id", "must be a non-empty string", fact_id)
+    m._sync()
+    log, tenant = m.log, m.tenant
     messages = _Messages(log, tenant)
     out: dict[str, Any] | None = None
     history: list[dict[str, Any]] = []

@@ -326,6 +326,12 @@ class RemoteMemory:
         past.close = lambda: None  # type: ignore[method-assign]  # it shares this handle's connections
         return past
 
+    def reextract(self, user: str | None = None, llm: Any = None) -> dict[str, int]:
+        """Run the server's extractor over the stored user messages and bring the facts in line (resumable)."""
+        if llm is not None:
+            raise InvalidInput("llm", "cannot cross the wire: the server's extractor runs", type(llm).__name__)
+        return self._call("POST", "/v1/reextract", json={"user": user})
+
     def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
         """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
         return self._call("GET", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}/history")

@@ -98,8 +98,13 @@ def forget_message(m: Any, actor: Any, sequence: int) -> dict[str, Any]:
             **cascade(m, actor.user_id, [(actor.session_id, sequence)])}
 
 
-def forget_session(m: Any, session_id: str, user: str) -> dict[str, Any]:
-    """Forget a whole session (its tombstone) and what was derived from its messages alone."""
+def forget_session(m: Any, session_id: str, user: str | None = None) -> dict[str, Any]:
+    """Forget a whole session (its tombstone) and what was derived from its messages alone (its owner: looked up)."""
+    if user is None:
+        m._sync()
+        user = next((s.user_id for s in m.state.sessions(m.tenant) if s.session_id == session_id), None)
+        if user is None:
+            raise NotFound("session", session_id)
     seqs = [rec.decode().sequence for rec in m.log.read_stream(session_stream(m.tenant, session_id))  # type: ignore[attr-defined]
             if rec.type == "MessageAppended"]
     m.runtime.session(m.tenant, session_id, user).forget()
@@ -186,7 +191,7 @@ def _engine_texts(index: Any) -> Iterable[str]:
         table = lancedb.connect(lance.path).open_table(lance.table.name)  # its own handle: checkouts leave the live one be
         for v in table.list_versions():
             table.checkout(v["version"] if isinstance(v, dict) else v.version)
-            yield from (t for t in table.to_arrow().column("text").to_pylist() if t)
+            yield from (t for t in table.search().select(["text"]).limit(None).to_arrow().column("text").to_pylist() if t)
     text = getattr(index, "_text", None)
     if text is not None:
         import tantivy

@@ -16,7 +16,8 @@ from typing import Any
 from ._audit import who
 from .actors._text import check_id
 from .errors import InvalidInput, NotFound
-from .events.streams import session_stream
+from .events import FactAsserted, FactDeleted, FactSuperseded
+from .events.streams import facts_stream, session_stream
 
 __all__ = ["revert"]
 
@@ -39,7 +40,9 @@ def revert(m: Any, user: str, session_id: str, since: dt.datetime | None = None,
         raise NotFound("session", session_id)  # another user's session is not this user's to revert
     chosen = [(session_id, ev.sequence) for ev, t in said[1:] if since is None or t >= since]
     by, rid = who(request_id)
-    facts = m.runtime.curator(m.tenant, user).retract_sourced(chosen, "revert", session_id, rid or "", by)
+    cur = m.runtime.curator(m.tenant, user)
+    facts = cur.retract_sourced(chosen, "revert", session_id, rid or "", by)
+    restored = _restore(m, cur, user, session_id)
     removed = 0
     if messages:
         h = m.session(session_id, user=user)
@@ -52,4 +55,35 @@ def revert(m: Any, user: str, session_id: str, since: dt.datetime | None = None,
                 h.pop()
                 removed += 1
     m._sync()
-    return {"session_id": session_id, "facts": facts, "messages_removed": removed}
+    return {"session_id": session_id, "facts": facts, "restored": restored, "messages_removed": removed}
+
+
+def _restore(m: Any, cur: Any, user: str, session_id: str) -> list[str]:
+    """Facts that facts reverted from this session had superseded hold again: asserted anew with their text and sources.
+
+    Exactly once per superseded fact (a request id derived from it), so a revert run again,
+    or resumed after a crash, restores nothing twice; a fact deleted or pruned since stays gone.
+    """
+    asserted: dict[str, tuple[Any, Any]] = {}
+    reverted: set[str] = set()
+    superseded: list[tuple[str, str]] = []  # (old fact, the fact that superseded it)
+    ended: set[str] = set()
+    for rec in m.log.read_stream(facts_stream(m.tenant, user)):
+        if rec.type not in ("FactAsserted", "FactSuperseded", "FactDeleted", "FactPruned"):
+            continue
+        ev = rec.decode()
+        if isinstance(ev, FactAsserted):
+            asserted[ev.fact_id] = (ev, rec.time)
+        elif isinstance(ev, FactSuperseded):
+            superseded.append((ev.fact_id, ev.by))
+        elif isinstance(ev, FactDeleted) and ev.reason == "revert" and ev.session_id == session_id:
+            reverted.add(ev.fact_id)
+        else:
+            ended.add(ev.fact_id)  # type: ignore[attr-defined]
+    out = []
+    for old, by in superseded:
+        if by in reverted and old in asserted and old not in ended:
+            ev, time = asserted[old]
+            out.append(cur.remember(ev.content, ev.category, sources=list(ev.sources), time=time,
+                                    request_id=f"restore:{old}"))
+    return out

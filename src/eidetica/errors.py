@@ -41,8 +41,8 @@ __all__ = [
     "StorageError",
     "Unauthorized",
     "ReplicaBehind",
-    "Unavailable",
     "ReadOnly",
+    "Unavailable",
 ]
 
 

@@ -23,13 +23,14 @@ from .actors import (
     Schedules,
     SessionActor,
 )
-from ._owners import append_through_owner
+from . import _asof, _audit, _reembed, _reextract, _revert
 from ._erasure import compact, forget_message, forget_session
+from ._owners import append_through_owner
 from ._items import Items
 from ._names import names_in, strip_names
 from ._transfer import export_events, import_events, tenant_events
 from .actors._text import check_id, check_metadata, check_text, sanitize_category
-from .errors import CorruptIndex, InvalidInput, NotFound, ProviderError, ReplicaBehind
+from .errors import CorruptIndex, InvalidInput, ProviderError, ReplicaBehind
 from .events import ArrowLog, EventLog, RecordedEvent
 from ._pending import WRITE_ERROR_MODES, PendingWrites
 from ._wire import floor_from_json
@@ -336,12 +337,7 @@ class Memory:
 
     def forget_session(self, session_id: str) -> None:
         """Forget a session: messages, summaries and their chunks."""
-        check_id("session_id", session_id)
-        self._sync()
-        owner = next((s.user_id for s in self.state.sessions(self.tenant) if s.session_id == session_id), None)
-        if owner is None:
-            raise NotFound("session", session_id)
-        forget_session(self, session_id, owner)  # and what was derived from its messages alone (_erasure.py)
+        forget_session(self, check_id("session_id", session_id))  # and what was derived from its messages alone
 
     def _after_append(self, actor: SessionActor, items: list[dict[str, Any]], strategy: str) -> None:
         if self.config.auto_extract:
@@ -779,36 +775,24 @@ class Memory:
 
     def reembed(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
         """Embed every live text again with ``embedder``, record the switch, and move to it (resumable)."""
-        from ._reembed import reembed
-
-        return reembed(self, embedder, progress)
+        return _reembed.reembed(self, embedder, progress)
 
     # -- audit and rewind (provenance, revert: _audit.py, _revert.py) -------------------
     def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
         """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
-        from ._audit import explain
-
-        check_id("user", user)
-        self._sync()
-        return explain(self.log, self.tenant, fact_id, user)
+        return _audit.explain(self, fact_id, user)
 
     def as_of(self, when: Any) -> "Memory":
         """The store as it was at ``when`` (aware datetime or log offset), read-only: writes raise ``ReadOnly``."""
-        from ._asof import as_of
-
-        return as_of(self, when)
+        return _asof.as_of(self, when)
 
     def reextract(self, user: str | None = None, llm: LLM | None = None) -> dict[str, int]:
         """Run the current (or given) extractor over the stored user messages and bring the facts in line (resumable)."""
-        from ._reextract import reextract
-
-        return reextract(self, user, llm)
+        return _reextract.reextract(self, user, llm)
 
     def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
         """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent; messages kept unless asked."""
-        from ._revert import revert
-
-        return revert(self, user, session_id, since, messages)
+        return _revert.revert(self, user, session_id, since, messages)
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop the projections and replay the log into them; returns events replayed."""

@@ -224,6 +224,12 @@ class SummarizeIn(_Body):
     force: Any = True
 
 
+class ReextractIn(_Body):
+    """Run the server's extractor again over the stored user messages (of one user, or all)."""
+
+    user: Optional[str] = None
+
+
 class RevertIn(_Body):
     """Retract what a session's messages wrote (since a time); ``messages`` takes them back too."""
 
@@ -567,6 +573,11 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         """Forget one message and what was derived from it alone (facts, its part of the summary)."""
         with asking(request):
             return _wrote(m, m.session(session_id, user=user).forget_message(sequence))
+
+    @app.post("/v1/reextract", tags=["memories"])
+    def reextract(body: ReextractIn = Body(ReextractIn()), m: Memory = M) -> Response:
+        """Bring the facts in line with the server's extractor run over the stored user messages (resumable)."""
+        return _wrote(m, m.reextract(user=body.user))
 
     @app.get(U + "/memories/{fact_id}/history", tags=["memories"])
     def fact_history(user: str, fact_id: str, m: Memory = M) -> Response:
