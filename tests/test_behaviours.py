@@ -46,14 +46,32 @@ def test_restore_and_read_do_not_start_with_an_answer(tmp_path, clock) -> None:
         s = m.session("c", user="u")
         for i in range(21):
             s.append("user" if i % 2 == 0 else "assistant", f"turn {i}")
-        for msgs in (s.restore(), s.read(strategy="sliding_window")):
+        for msgs in (s.restore(), s.read(strategy="sliding_window", token_budget=25)):
             assert msgs[0].role == "user"
             assert msgs[-1].content == "turn 20"
+        # the window asked for is returned whole: 20 turns, the first an answer (nothing cut by the budget)
+        assert [x.content for x in s.read(strategy="sliding_window")] == [f"turn {i}" for i in range(1, 21)]
         # an agent-only session (no user turn at all) still restores
         t = m.session("tools", user="u")
         t.append("assistant", "started")
         t.append("tool", "result")
         assert [x.content for x in t.restore()] == ["started", "result"]
+
+
+@pytest.mark.parametrize("turns", [9, 15, 16, 23, 40])
+def test_every_message_is_in_the_summary_or_in_read(tmp_path, clock, turns) -> None:
+    cfg = MemoryConfig(token_budget=200, auto_extract=False)
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=32), clock=clock, config=cfg) as m:
+        s = m.session("c", user="u")
+        for i in range(turns):
+            s.append("user" if i % 2 == 0 else "assistant", f"Turn {i}: we talked about topic number {i} at length.")
+        _, summary, upto = s._actor.summary()
+        got = s.read()
+        shown = [x.sequence for x in got if x.role != "system"]
+        assert (summary is not None) == (got[0].role == "system")
+        assert shown == list(range(upto + 1, turns))  # nothing between the summary and the window
+        window = s.read(window=5)
+        assert [x.sequence for x in window if x.role != "system"] == list(range(turns - 5, turns))
 
 
 # -- 5: categories are sanitised, not replaced -----------------------------------------
@@ -314,3 +332,22 @@ def test_list_memories_reads_the_one_fact_read_model(mem, clock) -> None:
     import eidetica.actors as actors
 
     assert not hasattr(actors, "FactState")  # the second fact model is gone from the API
+
+
+# -- tool-call arguments are indexed with their message ----------------------------------
+def test_a_word_only_in_tool_call_arguments_finds_its_message(mem) -> None:
+    import json
+
+    s = mem.session("t", user="u")
+    s.append("user", "Book me a flight please.")
+    s.append("assistant", "Let me look that up.", metadata={"tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "search_flights", "arguments": json.dumps({"destination": "Reykjavik", "seats": 2})}}]})
+    s.append("assistant", "And a hotel.", metadata={"tool_calls": [{"name": "lookup_hotel", "args": {"city": "Akureyri"}}]})
+    s.append("tool", "3 flights found")
+    found = {q: [(h.kind, h.text) for h in mem.search(q, user="u")] for q in ("Reykjavik", "Akureyri")}
+    assert found["Reykjavik"][0] == ("message", "Let me look that up.\n[search_flights: destination: Reykjavik, seats: 2]")
+    assert found["Akureyri"][0] == ("message", "And a hotel.\n[lookup_hotel: city: Akureyri]")
+    assert [x.content for x in s.history()][1] == "Let me look that up."  # the message itself is unchanged
+    mem.rebuild()  # a replay of the log indexes the same text
+    assert {q: [(h.kind, h.text) for h in mem.search(q, user="u")] for q in found} == found

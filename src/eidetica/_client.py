@@ -129,6 +129,7 @@ class RemoteMemory:
     """Long-term memory over HTTP: the ``Memory`` API, served by ``eidetica serve``."""
 
     _as_of: str | None = None  # set on a past moment's handle (``as_of``): every request carries it
+    read_only = False  # as Memory's: a client writes through its server (a past moment's handle refuses writes)
 
     def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 60.0, retries: int = 3) -> None:
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
