@@ -22,8 +22,10 @@ def test_use_it_block_runs_and_answers(tmp_path, monkeypatch) -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         exec(compile(block, "README.md", "exec"), {"__name__": "readme"})  # noqa: S102 - the README's own code
-    # "what can Ada eat?" is answered by the shellfish allergy she stated
-    assert "allergic to shellfish" in out.getvalue()
+    # "what can Ada eat?": the README shows her message, then the health fact distilled from it
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("[Message | ") and lines[0].endswith("I moved to Berlin and I'm allergic to shellfish.")
+    assert lines[1].startswith("[Health | ") and lines[1].endswith("I'm allergic to shellfish.")
     with eidetica.open(tmp_path / "memory-store") as m:
         m.remember("Ada is vegetarian", user="ada")
         block = m.context("plan Ada's dinner", user="ada")
