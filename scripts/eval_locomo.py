@@ -23,6 +23,12 @@ Turns are written the README's way (what was said, the speaker in ``metadata["na
 with ``--speaker-style label`` as ``"Speaker: text"`` without the name in the metadata.
 Turn vectors are cached on disk by text hash (``--embed-cache``) so re-runs skip re-embedding.
 
+``--agent`` adds what the agent receives with no options (``agent_conversation``): the share of
+evidence turns ``context()``, ``recall()`` and ``search()`` deliver, from a second tenant per
+conversation ingested one ``append`` per turn; abstention on 40 questions of the next conversation
+(as asked, and with its speakers renamed); ``context()`` latency. ``--modes`` with no mode runs
+only those rows.
+
 ``--holdout`` adds a leave-one-conversation-out check of the defaults (``GRID``: for each
 conversation the grid point best on the other four is scored on it).
 

@@ -99,3 +99,27 @@ def test_the_demo_questions_get_the_right_answer_first(tmp_path, minilm) -> None
             top = next((h for h in hits[:2] if answer in h.text), None)
             assert top is not None, (question, [h.text for h in hits])
             assert top.score >= FACT_MIN_SCORE
+
+
+def test_named_words_are_the_names_a_question_capitalises() -> None:
+    from eidetica.projections._names import named_words
+
+    assert named_words("What did Caroline research?") == ["Caroline"]
+    assert named_words("What is Jon's LGBTQ dance studio in Boston called? Did I say?") == ["Jon", "LGBTQ", "Boston"]
+    assert named_words("When did Melanie paint in July on a Sunday?") == ["Melanie"]  # months, weekdays: not names
+
+
+def test_a_question_naming_what_no_document_holds_returns_nothing(tmp_path, minilm) -> None:
+    with eidetica.open(tmp_path / "s", embedder=minilm) as m:
+        s = m.session("chat", user="ada")
+        s.append("user", "I went hiking in the Alps with Bruno", metadata={"name": "Ada"})
+        s.append("user", "Bruno loved the hiking trip", metadata={"name": "Sam"})
+        q = "What did Caroline say about hiking?"  # the same topic, about someone this memory never held
+        assert m.search(q, user="ada") == []
+        hits = m.search(q, user="ada", min_score=0.0)  # ranking everything (recall@k) still ranks
+        assert hits and hits[0].score >= MIN_SCORE  # the topic alone would have passed the score cut
+        assert "past conversations" not in m.context(q, user="ada")
+        # a name it holds, or a participant's (known from metadata["name"], not the text), still answers
+        assert m.search("What did Bruno say about hiking?", user="ada")
+        assert m.search("What did Sam say about hiking?", user="ada")
+        assert "past conversations" in m.context("What did Sam say about hiking?", user="ada")
