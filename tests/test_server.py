@@ -655,3 +655,33 @@ def test_docs_page_is_served_from_packaged_assets_and_renders_offline(server) ->
         paths = page.locator(".opblock-summary-path").all_inner_texts()
         browser.close()
     assert elsewhere == [] and any("/v1/search" in x for x in paths), (elsewhere, paths[:5])
+
+
+def test_mcp_answers_fit_a_model(tmp_path) -> None:
+    """#36 item 7: ids wherever an agent may act on one (get_context too), no 0.00 hits, plain error sentences,
+    serverInfo.version set."""
+    from mcp import Client
+
+    from eidetica._server._mcp import build_mcp
+
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        fid = m.remember("Ada is allergic to peanuts", "health", user="ada")
+        m.remember("Ada collects vintage typewriters", "hobby", user="ada")
+        nid = m.store_note("the flight lands at 10:40", user="ada")
+
+        async def go() -> None:
+            async with Client(build_mcp(lambda scope: m)) as c:
+                assert c.server_info is not None and c.server_info.version == eidetica.__version__
+                block = _text(await c.call_tool("get_context", {"query": "is Ada allergic to peanuts", "user": "ada"}))
+                assert "peanuts" in block and f"id: {fid}" in block
+                notes = _text(await c.call_tool("get_context", {"query": "when does the flight land", "user": "ada"}))
+                assert f"id: {nid}" in notes
+                for tool in ("recall", "search_memory"):
+                    out = _text(await c.call_tool(tool, {"query": "zebra quantum harbour", "user": "ada", "top_k": 10}))
+                    assert "| 0.00 |" not in out, out
+                bad = await c.call_tool("recall", {"query": "peanuts", "top_k": "five"})
+                text = _text(bad)
+                assert bad.is_error and "`user` is required" in text and "`top_k`" in text, text
+                assert "http" not in text and "pydantic" not in text and "validation error" not in text, text
+
+        asyncio.run(go())

@@ -35,12 +35,12 @@ TITLES = {"profile": "### Profile", "facts": "### Facts", "notes": "### Notes",
 EMPTY = "_No relevant memories._"
 
 
-def _line(kind: str, item: dict[str, Any]) -> str:
+def _line(kind: str, item: dict[str, Any], ids: bool = False) -> str:
     if kind == "conversations":
         return f"- [{item['date']}, {item['session_id']}] {item['text']}"
     if kind == "notes":
-        return f"- {item['text']}"
-    return f"- {item['text']} ({item['category']})"
+        return f"- {item['text']}" + (f" (id: {item['id']})" if ids else "")
+    return f"- {item['text']} ({item['category']}" + (f"; id: {item['id']})" if ids else ")")
 
 
 def _speaker(meta: dict[str, Any]) -> str:
@@ -126,13 +126,14 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> 
     return kept_out
 
 
-def render(data: dict[str, Any]) -> str:
-    """The ``## Relevant Memory`` markdown block of ``build``'s data."""
+def render(data: dict[str, Any], ids: bool = False) -> str:
+    """The ``## Relevant Memory`` markdown block of ``build``'s data (``ids``: each fact's and note's id too, for an
+    agent that may act on one; a few tokens more a line)."""
     lines = [HEADING, ""]
     for kind, title in TITLES.items():
         items = data.get(kind) or []
         if items:
-            lines += [title] + [_line(kind, i) for i in items] + [""]
+            lines += [title] + [_line(kind, i, ids) for i in items] + [""]
     if len(lines) == 2:
         lines.append(EMPTY)
     return "\n".join(lines).rstrip() + "\n"

@@ -648,7 +648,7 @@ class Memory:
         if session_id is not None:
             check_id("session_id", session_id)
         check_kinds(kinds)
-        check_min_score(min_score)  # before the distilled rows' lower cut below replaces it
+        check_min_score(min_score)  # before the cut is lowered for facts and notes below
         # Facts and notes pass at FACT_MIN_SCORE when the cut is higher: a user's few distilled rows
         # rarely match by chance, and a paraphrase's cosine alone ("what does Ada eat" -> "Ada is
         # vegetarian": 0.26 with MiniLM) has to pass.

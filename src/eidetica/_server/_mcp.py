@@ -13,10 +13,11 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import ValidationError
 
 from ..errors import EideticaError
 from ..memory import Memory
-from .._context import CONTEXT_TOKENS
+from .._context import CONTEXT_TOKENS, render
 
 __all__ = ["build_mcp"]
 
@@ -27,13 +28,41 @@ INSTRUCTIONS = (
 )
 
 
-def _hits(hits: list[Any], empty: str) -> str:
-    return "\n".join(f"{h}  (id: {h.id})" for h in hits) if hits else empty
+def _hits(hits: list[Any], empty: str, *, scored: bool = True) -> str:
+    """One line a hit with its id; a ranked hit shown as 0.00 is left out (it is no answer, and a model would read it as one)."""
+    shown = [h for h in hits if not scored or round(h.score, 2) > 0]
+    return "\n".join(f"{h}  (id: {h.id})" for h in shown) if shown else empty
+
+
+def _plain(tool: str, e: ValidationError) -> str:
+    """A tool's rejected arguments as one sentence a model can act on (pydantic's text carries URLs and its types)."""
+    parts = []
+    for err in e.errors():
+        field = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        problem = "is required" if err.get("type") == "missing" else str(err.get("msg", "is invalid")).lower()
+        problem = problem.removeprefix("input ")
+        parts.append(f"`{field}` {problem}")
+    return f"{tool} was not called: " + "; ".join(parts) + ". Fix the arguments and call it again."
+
+
+class _Server(MCPServer):
+    """``MCPServer`` whose argument errors read as plain sentences."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """Call a tool; a schema error of its arguments becomes a ``ToolError`` in plain words."""
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):
+                raise ToolError(_plain(name, e.__cause__)) from None
+            raise
 
 
 def build_mcp(memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> MCPServer:
     """An MCP server whose tools act on ``memory_for(scope)`` (scope: the HTTP request's, or None on stdio)."""
-    server: MCPServer = MCPServer(name="eidetica", instructions=INSTRUCTIONS)
+    from .. import __version__
+
+    server: MCPServer = _Server(name="eidetica", instructions=INSTRUCTIONS, version=__version__)
 
     def mem(ctx: Context) -> Memory:
         request = getattr(ctx.request_context, "request", None) if ctx is not None else None
@@ -84,7 +113,7 @@ def build_mcp(memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> MCPSe
         """List the user's stored facts, strongest first (optionally one `category`)."""
         m = mem(ctx)
         hits = await run(lambda: m.list_memories(user=user, category=category, limit=limit))
-        return _hits(hits, "No facts are stored for this user.")
+        return _hits(hits, "No facts are stored for this user.", scored=False)
 
     @server.tool()
     async def forget_memory(fact_id: str, user: str, ctx: Context) -> str:
@@ -102,12 +131,13 @@ def build_mcp(memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> MCPSe
 
     @server.tool()
     async def get_context(query: str, user: str, ctx: Context, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS) -> str:
-        """A "## Relevant Memory" markdown block of the user's facts and notes relevant to `query`.
+        """A "## Relevant Memory" markdown block of the user's facts and notes relevant to `query`, each with its id.
 
-        Put it in your working context before answering; it is short (at most `max_tokens`).
+        Put it in your working context before answering; it is short (about `max_tokens`, plus the ids).
         """
         m = mem(ctx)
-        return await run(lambda: m.context(query, user=user, max_facts=max_facts, max_tokens=max_tokens))
+        data = await run(lambda: m.context(query, user=user, max_facts=max_facts, max_tokens=max_tokens, as_data=True))
+        return render(data, ids=True)
 
     @server.tool()
     async def append_messages(session_id: str, user: str, messages: list[dict[str, Any]], ctx: Context) -> str:
