@@ -10,6 +10,8 @@ def test_exported_names_are_pinned() -> None:
             "__version__",
             "open",
             "connect",
+            "connect_async",
+            "AsyncMemory",
             "Memory",
             "SessionHandle",
             "MemoryConfig",

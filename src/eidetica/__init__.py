@@ -11,6 +11,8 @@ from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
 from .memory import Memory, SessionHandle, open
 from ._client import connect
+from ._aio import AsyncMemory
+from ._aclient import connect_async
 
 __version__ = "0.1.0"
 
@@ -19,6 +21,8 @@ __all__ = [
     # the agent-facing API
     "open",
     "connect",
+    "connect_async",
+    "AsyncMemory",
     "Memory",
     "SessionHandle",
     "MemoryConfig",

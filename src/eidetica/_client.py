@@ -120,6 +120,11 @@ def _unavailable(url: str, request: str, e: httpx.TransportError) -> Unavailable
     return Unavailable(url, request, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__, sent)
 
 
+# TCP_NODELAY: a request's headers and body leave at once (no Nagle wait on small writes)
+POOL: dict[str, Any] = {"socket_options": [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                        "limits": httpx.Limits(max_keepalive_connections=32, max_connections=64)}
+
+
 def connect(url: str, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 3) -> "RemoteMemory":
     """A client for the store served at ``url`` (``eidetica serve``), acting in ``api_key``'s tenant."""
     return RemoteMemory(url, api_key=api_key, timeout=timeout, retries=retries)
@@ -138,11 +143,8 @@ class RemoteMemory:
         self.api_key = api_key
         self.retries = retries
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # TCP_NODELAY: a request's headers and body leave at once (no Nagle wait on small writes)
-        self._transport = httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-                                              limits=httpx.Limits(max_keepalive_connections=32, max_connections=64))
         self._timeout = httpx.Timeout(timeout, connect=5.0)
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=self._timeout, transport=self._transport)
+        self._transport, self._http = self._connection(headers)
         # Calls go straight to the transport (the same connection pool): the Client's per-request
         # cookie, auth, redirect and URL-merging work was about half of a small call's client CPU,
         # and this API uses none of it (no cookies, no redirects, the key is one fixed header).
@@ -159,6 +161,27 @@ class RemoteMemory:
         self.tenant: str = info["tenant"]
 
     # -- transport ---------------------------------------------------------------------
+    # The I/O is three hooks (connection, exchange, pause); ``_aclient`` overrides them to run
+    # every method below on httpx's async transport, so request building, retries and error
+    # mapping are written once, here.
+    def _connection(self, headers: dict[str, str]) -> tuple[Any, Any]:
+        """The transport (connection pool) and the client (for streamed exports)."""
+        transport = httpx.HTTPTransport(**POOL)
+        return transport, httpx.Client(base_url=self.url, headers=headers, timeout=self._timeout, transport=transport)
+
+    def _exchange(self, request: httpx.Request) -> httpx.Response:
+        """Send one request on the pool and read its whole answer."""
+        r = self._transport.handle_request(request)
+        try:
+            r.read()
+        finally:
+            r.close()
+        return r
+
+    def _pause(self, seconds: float) -> None:
+        """Wait before a retry."""
+        time.sleep(seconds)
+
     def _send(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
               retry: str = "always", content: bytes | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
         """One request with retries; ``retry``: always (idempotent), delete (NotFound after a retry is done), connect."""
@@ -185,18 +208,14 @@ class RemoteMemory:
         attempt = 0
         while True:
             try:
-                r = self._transport.handle_request(httpx.Request(method, url, headers=headers, content=content,
-                                                                 extensions=self._extensions))
-                try:
-                    r.read()
-                finally:
-                    r.close()
+                r = self._exchange(httpx.Request(method, url, headers=headers, content=content,
+                                                 extensions=self._extensions))
             except httpx.TransportError as e:
                 never_sent = isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout))
                 if attempt >= self.retries or (retry == "connect" and not never_sent):
                     raise _unavailable(self.url, f"{method} {path}", e) from None
                 attempt += 1
-                time.sleep(min(2.0, 0.1 * 2**attempt))
+                self._pause(min(2.0, 0.1 * 2**attempt))
                 continue
             if r.status_code >= 400:
                 if r.status_code == 404 and retry == "delete" and attempt > 0:
@@ -209,7 +228,7 @@ class RemoteMemory:
                 behind = isinstance(body, dict) and body.get("error") == "ReplicaBehind"
                 if r.status_code in (502, 503) and attempt < self.retries and retry != "connect" and not behind:
                     attempt += 1
-                    time.sleep(min(2.0, 0.1 * 2**attempt))
+                    self._pause(min(2.0, 0.1 * 2**attempt))
                     continue
                 raise error_from_body(r.status_code, body)
             reached = r.headers.get(WRITTEN_HEADER)
@@ -708,9 +727,14 @@ class RemoteItems:
         if refs:
             self._m._send("POST", "/v1/items/touch", json={"items": refs}, retry="connect")
 
-    def namespaces(self) -> list[tuple[str, ...]]:
-        """Namespaces holding at least one item, sorted."""
-        return [tuple(ns) for ns in self._m._call("GET", "/v1/items/namespaces")]
+    def namespaces(self, *, omit_expired: bool = False) -> list[tuple[str, ...]]:
+        """Namespaces holding at least one item (with ``omit_expired``, one not expired), sorted."""
+        params = {"omit_expired": "true"} if omit_expired else None
+        return [tuple(ns) for ns in self._m._call("GET", "/v1/items/namespaces", params=params)]
+
+    def adopt_embedder(self, embedder: Any) -> bool:
+        """False: a served store's model is the server's (chosen when it started)."""
+        return False
 
     def embedder(self) -> tuple[str, int]:
         """The served store's embedding model id and dimension."""

@@ -198,7 +198,8 @@ class Items:
         omit_expired: bool = False,
     ) -> list[tuple[ItemInfo, float | None]]:
         """Items under ``prefix`` whose value passes ``filter`` (see ``check_filter``): ranked by hybrid
-        search when ``query`` is given (items without a match follow, scoreless), else newest update first."""
+        search when ``query`` is given, each with its cosine similarity to the query (its best indexed
+        text's; items without a match follow, scoreless), else newest update first."""
         if isinstance(prefix, str) or not isinstance(prefix, Sequence):
             raise InvalidInput("prefix", "must be a tuple of strings", prefix)
         pre = check_namespace("prefix", tuple(prefix), allow_empty=True)
@@ -248,12 +249,17 @@ class Items:
             hits = self._m._search(query, top_k=k, user=None, kinds=["item"], session_id=session_id, min_score=None,
                                    names=False, candidates=k, fusion=SEARCH_DEFAULTS.fusion,
                                    vector_weight=SEARCH_DEFAULTS.vector_weight)
+            # ranked by the hybrid score (the order of the hits); each item reports its best
+            # chunk's cosine similarity to the query, as LangGraph's stores score a vector search
             scored: dict[str, tuple[ItemInfo, float]] = {}
             for h in hits:
-                if h.source_id not in scored:
-                    it = state.item_by_id(tenant, h.source_id)
-                    if admit(it):
-                        scored[h.source_id] = (it, float(h.score))  # type: ignore[assignment]
+                if h.source_id in scored:
+                    it, best = scored[h.source_id]
+                    scored[h.source_id] = (it, max(best, float(h.vector_score)))
+                    continue
+                it = state.item_by_id(tenant, h.source_id)
+                if admit(it):
+                    scored[h.source_id] = (it, float(h.vector_score))  # type: ignore[assignment]
             if len(scored) >= want or len(hits) < k or k >= _MAX_SCAN:
                 break
             k = min(_MAX_SCAN, k * 4)
@@ -267,10 +273,22 @@ class Items:
         """The store's embedding model id and dimension (what item texts are embedded with)."""
         return self._m.embedder.model_id, int(self._m.embedder.dim)
 
-    def namespaces(self) -> list[tuple[str, ...]]:
-        """Namespaces holding at least one item, sorted."""
+    def namespaces(self, *, omit_expired: bool = False) -> list[tuple[str, ...]]:
+        """Namespaces holding at least one item (with ``omit_expired``, one not expired), sorted."""
+        if not isinstance(omit_expired, bool):
+            raise InvalidInput("omit_expired", "must be true or false", omit_expired)
         self._m._sync()
-        return self._m.state.item_namespaces(self._m.tenant)
+        if not omit_expired:
+            return self._m.state.item_namespaces(self._m.tenant)
+        return sorted({tuple(it.namespace) for it in self._m.state.items(self._m.tenant, ()) if self._live(it, True)})
+
+    def adopt_embedder(self, embedder: Any) -> bool:
+        """Switch the store to ``embedder`` if nothing is written yet (only the store's own
+        records); False, changing nothing, when the store holds data embedded with its model."""
+        if any(not s.startswith("meta:") for s in self._m.log.streams()):  # type: ignore[attr-defined]
+            return False
+        self._m.reembed(embedder)  # nothing to embed again: records the switch and moves to it
+        return True
 
     def sweep(self, now: dt.datetime | None = None) -> int:
         """Delete every expired item of the tenant (``ItemDeleted``, reason "expired"); returns how many."""

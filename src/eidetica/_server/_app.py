@@ -868,9 +868,9 @@ def _item_routes(app: FastAPI, M: Any) -> None:
         return _wrote(m, found) if body.refresh_ttl else _json(found)  # refreshing a TTL writes
 
     @app.get("/v1/items/namespaces", tags=["items"])
-    def item_namespaces(m: Memory = M) -> Response:
-        """Namespaces holding at least one item, sorted."""
-        return _json(m.items.namespaces())
+    def item_namespaces(omit_expired: bool = False, m: Memory = M) -> Response:
+        """Namespaces holding at least one item (with ``omit_expired``, one not expired), sorted."""
+        return _json(m.items.namespaces(omit_expired=omit_expired))
 
     @app.get("/v1/items/embedder", tags=["items"])
     def item_embedder(m: Memory = M) -> Response:

@@ -14,9 +14,9 @@ from agents import (
 )
 from agents.items import TResponseInputItem
 from agents.testing import ModelCall, ModelStep, ScriptedModel, function_call
-from tests.test_responses import get_text_message
-from tests.utils.hitl import HITL_REJECTION_MSG
-from tests.utils.simple_session import SimpleListSession
+from tests.upstream.openai_agents.test_responses import get_text_message
+from tests.upstream.openai_agents.utils.hitl import HITL_REJECTION_MSG
+from tests.upstream._eidetica import SimpleListSession  # eidetica: was tests.utils.simple_session
 
 TOOL_ECHO = "approved_echo"
 TOOL_NOTE = "approved_note"

@@ -17,8 +17,8 @@ from langgraph.store.base import (
     get_text_at_path,
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
-from langgraph.store.memory import InMemoryStore
-from tests.embed_test_utils import CharacterEmbeddings
+from tests.upstream._eidetica import InMemoryStore  # eidetica: was langgraph.store.memory
+from tests.upstream.langgraph.checkpoint.embed_test_utils import CharacterEmbeddings
 
 
 class MockAsyncBatchedStore(AsyncBatchedBaseStore):

@@ -1,11 +1,11 @@
 from collections.abc import AsyncIterator
 
 import pytest
-from psycopg import AsyncConnection
+from tests.upstream._eidetica import AsyncConnection  # eidetica: was psycopg (fixtures empty the test database)
 from psycopg.errors import UndefinedTable
 from psycopg.rows import DictRow, dict_row
 
-from tests.embed_test_utils import CharacterEmbeddings
+from tests.upstream.langgraph.checkpoint_postgres.embed_test_utils import CharacterEmbeddings
 
 DEFAULT_POSTGRES_URI = "postgres://postgres:postgres@localhost:5441/"
 DEFAULT_URI = "postgres://postgres:postgres@localhost:5441/postgres?sslmode=disable"

@@ -18,11 +18,11 @@ from langgraph.store.base import (
     PutOp,
     SearchOp,
 )
-from psycopg import AsyncConnection
+from tests.upstream._eidetica import AsyncConnection  # eidetica: was psycopg (the admin connection that creates test databases)
 
 from langgraph.checkpoint.postgres import _ainternal
-from langgraph.store.postgres import AsyncPostgresStore
-from tests.conftest import (
+from tests.upstream._eidetica import AsyncPostgresStore  # eidetica: was langgraph.store.postgres
+from tests.upstream.langgraph.checkpoint_postgres.conftest import (
     DEFAULT_URI,
     VECTOR_TYPES,
     CharacterEmbeddings,

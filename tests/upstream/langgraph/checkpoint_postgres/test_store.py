@@ -17,14 +17,14 @@ from langgraph.store.base import (
     PutOp,
     SearchOp,
 )
-from psycopg import Connection
+from tests.upstream._eidetica import Connection  # eidetica: was psycopg (the admin connection that creates test databases)
 
-from langgraph.store.postgres import PostgresStore
+from tests.upstream._eidetica import PostgresStore  # eidetica: was langgraph.store.postgres
 from langgraph.store.postgres.base import (
     _escape_like_literal,
     _namespace_match_pattern,
 )
-from tests.conftest import (
+from tests.upstream.langgraph.checkpoint_postgres.conftest import (
     DEFAULT_URI,
     VECTOR_TYPES,
     CharacterEmbeddings,

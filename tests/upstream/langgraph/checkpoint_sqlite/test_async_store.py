@@ -15,9 +15,9 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from langgraph.store.sqlite import AsyncSqliteStore
+from tests.upstream._eidetica import AsyncSqliteStore  # eidetica: was langgraph.store.sqlite
 from langgraph.store.sqlite.base import SqliteIndexConfig
-from tests.test_store import CharacterEmbeddings
+from tests.upstream.langgraph.checkpoint_sqlite.test_store import CharacterEmbeddings
 
 
 @pytest.fixture(scope="function", params=["memory", "file"])

@@ -21,7 +21,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from langgraph.store.sqlite import SqliteStore
+from tests.upstream._eidetica import SqliteStore  # eidetica: was langgraph.store.sqlite
 from langgraph.store.sqlite.base import (
     NS_MATCH_FUNCTION,
     BaseSqliteStore,

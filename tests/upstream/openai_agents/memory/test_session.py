@@ -9,10 +9,11 @@ from typing import Any, cast
 
 import pytest
 
-from agents import Agent, RunConfig, Runner, SessionSettings, SQLiteSession, TResponseInputItem
+from agents import Agent, RunConfig, Runner, SessionSettings, TResponseInputItem
+from tests.upstream._eidetica import SQLiteSession  # eidetica: was agents.SQLiteSession
 from agents.memory.sqlite_session import _await_mutation
 from agents.testing import ScriptedModel
-from tests.test_responses import get_text_message
+from tests.upstream.openai_agents.test_responses import get_text_message
 
 
 @pytest.mark.asyncio

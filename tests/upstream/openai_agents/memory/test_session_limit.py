@@ -6,12 +6,13 @@ from typing import cast
 
 import pytest
 
-from agents import Agent, RunConfig, SQLiteSession
+from agents import Agent, RunConfig
+from tests.upstream._eidetica import SQLiteSession  # eidetica: was agents.SQLiteSession
 from agents.items import TResponseInputItem
 from agents.memory import SessionSettings
 from agents.testing import ScriptedModel
-from tests.memory.test_session import run_agent_async
-from tests.test_responses import get_text_message
+from tests.upstream.openai_agents.memory.test_session import run_agent_async
+from tests.upstream.openai_agents.test_responses import get_text_message
 
 
 @pytest.mark.parametrize("runner_method", ["run", "run_sync", "run_streamed"])
