@@ -25,7 +25,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -209,21 +208,19 @@ def _engine_texts(index: Any) -> Iterable[str]:
 def verify(root: Path, index: Any, texts: set[str]) -> list[str]:
     """Where any of ``texts`` is still found: files of the store (raw bytes) and the engines' rows; [] when nowhere."""
     found: list[str] = []
-    if not texts:
+    needles = [t.encode() for t in texts]
+    if not needles:
         return found
-    # one alternation for every text: one pass over each file (measured 10x faster than a find per text)
-    needles = re.compile(b"|".join(re.escape(t.encode()) for t in sorted(texts)))
     for rel in sorted(_files(root)):
         try:
             data = (root / rel).read_bytes()
         except OSError:
             continue
-        if needles.search(data):
+        if any(n in data for n in needles):
             found.append(rel)
     if index is not None:
-        words = re.compile("|".join(re.escape(t) for t in sorted(texts)))
-        for blob in _engine_texts(index):  # each source's rows joined: one pass, not rows x texts
-            if words.search(blob):
+        for blob in _engine_texts(index):  # one find per text over each source's rows joined: not rows x texts
+            if any(x in blob for x in texts):
                 found.append("index rows")
                 break
     return found
