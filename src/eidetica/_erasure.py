@@ -183,7 +183,7 @@ def _still_live(log: Any, texts: set[str]) -> set[str]:
 
 
 def _engine_texts(index: Any) -> Iterable[str]:
-    """Every text the index's engines hold: each LanceDB version's rows, every Tantivy stored row."""
+    """Every text the index's engines hold, one string per source: each LanceDB version's rows, Tantivy's stored rows."""
     lance = getattr(index, "_lance", None)
     if lance is not None:
         import lancedb
@@ -191,7 +191,8 @@ def _engine_texts(index: Any) -> Iterable[str]:
         table = lancedb.connect(lance.path).open_table(lance.table.name)  # its own handle: checkouts leave the live one be
         for v in table.list_versions():
             table.checkout(v["version"] if isinstance(v, dict) else v.version)
-            yield from (t for t in table.search().select(["text"]).limit(None).to_arrow().column("text").to_pylist() if t)
+            rows = table.search().select(["text"]).limit(None).to_arrow().column("text").to_pylist()
+            yield "\x00".join(t for t in rows if t)
     text = getattr(index, "_text", None)
     if text is not None:
         import tantivy
@@ -200,8 +201,8 @@ def _engine_texts(index: Any) -> Iterable[str]:
 
         searcher = text.index.searcher()
         if searcher.num_docs:
-            for _, addr in searcher.search(tantivy.Query.all_query(), limit=searcher.num_docs).hits:
-                yield Row.unpack(searcher.doc(addr).get_first("row")).text
+            hits = searcher.search(tantivy.Query.all_query(), limit=searcher.num_docs).hits
+            yield "\x00".join(Row.unpack(searcher.doc(addr).get_first("row")).text for _, addr in hits)
 
 
 def verify(root: Path, index: Any, texts: set[str]) -> list[str]:
@@ -218,8 +219,8 @@ def verify(root: Path, index: Any, texts: set[str]) -> list[str]:
         if any(n in data for n in needles):
             found.append(rel)
     if index is not None:
-        for t in _engine_texts(index):
-            if any(x in t for x in texts):
+        for blob in _engine_texts(index):  # one find per text over each source's rows joined: not rows x texts
+            if any(x in blob for x in texts):
                 found.append("index rows")
                 break
     return found
