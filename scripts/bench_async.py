@@ -15,29 +15,15 @@ import concurrent.futures
 import json
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-import httpx
-
 import eidetica
+from bench_server import seed, serve  # scripts/ is the script's directory: its sys.path[0]
 from eidetica.cli import make_embedder
-
-TOPICS = ["hiking in the alps", "a sourdough starter", "the quarterly budget", "my sister's wedding", "a new laptop",
-          "learning Portuguese", "the dentist appointment", "a jazz concert", "moving to Berlin", "the garden roses"]
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def _burst_threads(client: object, queries: list[str]) -> tuple[float, float, int]:
     """One burst on N threads; (wall s, CPU s of this process, threads alive at the peak)."""
@@ -87,24 +73,10 @@ def main() -> None:
     store = tmp / "store"
     try:
         m = eidetica.open(store, embedder=make_embedder(args.model))
-        for k in range(n_msgs // 50):
-            m.session(f"chat-{k}", user="ada").extend(
-                [{"role": "user" if i % 2 == 0 else "assistant",
-                  "content": f"Day {k}: we talked about {TOPICS[(k + i) % 10]} and detail number {i}"} for i in range(50)])
+        queries = seed(m, n_msgs, n)
         m.close()
-        queries = [f"what did we say about {TOPICS[i % 10]} on day {i % (n_msgs // 50)}" for i in range(n)]
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen([str(Path(sys.executable).with_name("eidetica")), "serve", "--path", str(store),
-                                   "--port", str(port), "--model", args.model],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server, url = serve(store, args.model)
         try:
-            for _ in range(1200):
-                try:
-                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.1)
             sync_client = eidetica.connect(url)
             _burst_threads(sync_client, queries)  # warm-up: connections, caches
             threads = _summary("threads", [_burst_threads(sync_client, queries) for _ in range(rounds)], n)

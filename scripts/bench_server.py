@@ -144,6 +144,31 @@ def appends(url: str, clients: int, per_client: int, tag: str, server_pid: int |
     return round(clients * per_client / elapsed, 1)
 
 
+def seed(m: object, n_msgs: int, n_queries: int) -> list[str]:
+    """Write ``n_msgs`` messages of user "ada" (sessions of 50); returns ``n_queries`` questions about them."""
+    for k in range(n_msgs // 50):
+        m.session(f"chat-{k}", user="ada").extend(  # type: ignore[attr-defined]
+            [{"role": "user" if i % 2 == 0 else "assistant",
+              "content": f"Day {k}: we talked about {TOPICS[(k + i) % 10]} and detail number {i}"} for i in range(50)])
+    return [f"what did we say about {TOPICS[i % 10]} on day {i % (n_msgs // 50)}" for i in range(n_queries)]
+
+
+def serve(store: Path, model: str) -> tuple[subprocess.Popen, str]:
+    """``eidetica serve`` on a free loopback port, once /healthz answers; (process, URL)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([str(Path(sys.executable).with_name("eidetica")), "serve", "--path", str(store),
+                               "--port", str(port), "--model", model],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(1200):
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.TransportError:
+            time.sleep(0.1)
+    return server, url
+
+
 def main() -> None:
     """Run the benchmark and print the JSON line."""
     ap = argparse.ArgumentParser(description=__doc__)
@@ -157,27 +182,13 @@ def main() -> None:
     store = tmp / "store"
     try:
         m = eidetica.open(store, embedder=make_embedder(args.model))
-        for k in range(n_msgs // 50):
-            s = m.session(f"chat-{k}", user="ada")
-            s.extend([{"role": "user" if i % 2 == 0 else "assistant",
-                       "content": f"Day {k}: we talked about {TOPICS[(k + i) % 10]} and detail number {i}"} for i in range(50)])
-        queries = [f"what did we say about {TOPICS[i % 10]} on day {i % (n_msgs // 50)}" for i in range(n_queries)]
+        queries = seed(m, n_msgs, n_queries)
         inproc = timed_searches(m, queries, rounds, "inproc")
         m.close()
         print(f"in process (before serving): {len(inproc)} searches, p50 {p50(inproc)} ms", file=sys.stderr, flush=True)
 
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        server = subprocess.Popen([str(Path(sys.executable).with_name("eidetica")), "serve", "--path", str(store),
-                                   "--port", str(port), "--model", args.model],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server, url = serve(store, args.model)
         try:
-            for _ in range(1200):
-                try:
-                    if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.1)
             before = requests_counted(url)
             scraper = Scraper(url)
             scraper.start()

@@ -284,7 +284,7 @@ class EideticaStore(BaseStore):
         def loop() -> None:
             while not self._ttl_stop.wait(interval * 60):
                 try:
-                    self.sweep_ttl()
+                    EideticaStore.sweep_ttl(self)  # this class's sweep, whatever a subclass names so
                 except Exception:  # noqa: BLE001 - one failed sweep must not end the sweeper
                     log.exception("eidetica: TTL sweep failed")
             future.set_result(None)
