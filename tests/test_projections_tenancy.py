@@ -8,8 +8,10 @@ import itertools
 import numpy as np
 import pytest
 
+from eidetica.errors import InvalidInput
 from eidetica.events import ArrowLog, ChunksEmbedded, NewEvent
 from eidetica.projections import ChunkIndex, Projector, StateProjection
+from eidetica.projections._rows import KINDS
 
 from .contracts.projection import DIM, hvec
 
@@ -92,6 +94,11 @@ def test_crafted_filter_values_never_leak_or_raise(index) -> None:
         for kw in ({"user_id": value}, {"session_id": value}, {"exclude_session": value}, {"category": value},
                    {"kinds": [value]}, {"kinds": ["message", value]}):
             for mode in ("hybrid", "vector", "text"):
+                if "kinds" in kw and value not in KINDS:  # refused by name before any query: nothing can leak
+                    with pytest.raises(InvalidInput) as e:
+                        index.search(tenant=tenant, text="secret tenant", vector=v, mode=mode, top_k=50, **kw)
+                    assert e.value.field == "kinds"
+                    continue
                 hits = index.search(tenant=tenant, text="secret tenant", vector=v, mode=mode, top_k=50, **kw)
                 assert all(h.tenant == tenant for h in hits), (tenant, kw, mode)
                 if "user_id" in kw:
