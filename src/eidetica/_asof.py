@@ -17,11 +17,10 @@ removes the temporary directory.
 from __future__ import annotations
 
 import datetime as dt
-import shutil
-import tempfile
 import threading
 from typing import Any, Callable, Mapping
 
+from ._readonly import scratch_memory
 from .errors import InvalidInput, ReadOnly
 from .events import InMemoryLog, NewEvent
 from .events.envelope import events_from_batch
@@ -81,19 +80,8 @@ def as_of(m: Any, when: Any) -> Any:
             if run:
                 past.append(stream, run)  # type: ignore[arg-type]
     past._loading = False
-    tmp = tempfile.mkdtemp(prefix="eidetica-asof-")
-    try:
-        view = type(m)(tmp, tenant=m.tenant, embedder=m.embedder, llm=m.llm, config=m.config, clock=m.clock, log=past)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    closing = view.close
-
-    def close() -> None:
-        closing()
-        shutil.rmtree(tmp, ignore_errors=True)
-
-    view.close = close  # type: ignore[method-assign]
+    view = scratch_memory(type(m), past, "eidetica-asof-", tenant=m.tenant, embedder=m.embedder, llm=m.llm,
+                          config=m.config, clock=m.clock)
     view.as_of_label = label
     return view
 

@@ -19,7 +19,7 @@ from typing import Any
 from .errors import InvalidInput
 from .events import ArrowLog
 
-__all__ = ["open_read_only"]
+__all__ = ["open_read_only", "scratch_memory"]
 
 
 def open_read_only(memory_class: Any, path: str | os.PathLike[str], **kw: Any) -> Any:
@@ -29,11 +29,21 @@ def open_read_only(memory_class: Any, path: str | os.PathLike[str], **kw: Any) -
     if not log_dir.is_dir():
         raise InvalidInput("path", f"no eidetica store at {path} (read_only opens an existing store)", str(path))
     log = ArrowLog(log_dir, readonly=True)
-    tmp = tempfile.mkdtemp(prefix="eidetica-readonly-")
+    try:
+        view = scratch_memory(memory_class, log, "eidetica-readonly-", **kw)
+    except BaseException:
+        log.close()
+        raise
+    view.read_only = True  # type: ignore[attr-defined]
+    return view
+
+
+def scratch_memory(memory_class: Any, log: Any, prefix: str, **kw: Any) -> Any:
+    """A ``Memory`` over ``log`` whose state and indices fold into a temporary directory, removed on ``close``."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
     try:
         view = memory_class(tmp, log=log, **kw)
     except BaseException:
-        log.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     closing = view.close
@@ -43,5 +53,4 @@ def open_read_only(memory_class: Any, path: str | os.PathLike[str], **kw: Any) -
         shutil.rmtree(tmp, ignore_errors=True)
 
     view.close = close  # type: ignore[method-assign]
-    view.read_only = True  # type: ignore[attr-defined]
     return view
