@@ -326,8 +326,43 @@ def test_ttl_omit_expired_hides_before_the_sweep(tmp_path: Path, mode: str, requ
     e = make_env(tmp_path / "s", mode, request, ttl={"default_ttl": 1.0, "omit_expired": True, "refresh_on_read": False})
     try:
         e.store.put(("t",), "k", {"v": 1})
+        e.store.put(("p",), "k", {"v": 2}, ttl=None)
         e.clock.now += dt.timedelta(minutes=2)
         assert e.store.get(("t",), "k") is None and e.store.search(("t",)) == []
+        assert e.store.list_namespaces() == [("p",)]  # a namespace whose items all expired leaves the listing
+    finally:
+        e.memory.close()
+
+
+def _unit(v: list[float]) -> list[float]:
+    n = sum(x * x for x in v) ** 0.5
+    return [x / n for x in v]
+
+
+def _letters(texts: list[str]) -> list[list[float]]:
+    """A LangGraph ``embed`` function: counts of a, b, c and anything else (not normalised)."""
+    return [[t.count("a") + 0.1, t.count("b") + 0.1, t.count("c") + 0.1, float(len(t)) + 0.1] for t in texts]
+
+
+@pytest.mark.parametrize("distance", ["cosine", "inner_product", "l2"])
+def test_index_embed_becomes_the_store_model_and_scores_follow_the_distance_type(tmp_path: Path, distance: str) -> None:
+    e = Env(tmp_path / "s", "fresh")
+    try:
+        s = EideticaStore(e.memory, index={"dims": 4, "embed": _letters, "fields": ["text"], "distance_type": distance})
+        assert e.memory.items.embedder()[1] == 4 and s.embeddings is not None
+        s.put(("d",), "x", {"text": "aaab"})
+        s.put(("d",), "y", {"text": "cccc"})
+        q = "abab"
+        got = {r.key: r.score for r in s.search(("d",), query=q)}
+        qv = _unit(_letters([q])[0])
+        for key, text in (("x", "aaab"), ("y", "cccc")):
+            cos = sum(a * b for a, b in zip(qv, _unit(_letters([text])[0])))
+            want = -((2 - 2 * cos) ** 0.5) if distance == "l2" else cos
+            assert got[key] == pytest.approx(want, abs=1e-3)
+        # the same model again is accepted; another model on a store with data is refused, naming the store's
+        EideticaStore(e.memory, index={"dims": 4, "embed": _letters})
+        with pytest.raises(InvalidInput, match=r"index.embed.*callable:.*_letters \(4-d\)"):
+            EideticaStore(e.memory, index={"dims": 4, "embed": _unit})
     finally:
         e.memory.close()
 
