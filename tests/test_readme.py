@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 import eidetica
+from eidetica.providers import OpenAILLM
 from tests.openai_server import fake_openai  # noqa: F401 - a fixture
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -111,3 +112,72 @@ def test_connect_block_runs_against_a_served_store(tmp_path) -> None:
         ns["m"].close()
     finally:
         server.stop()
+
+
+def _ada(path: Path) -> tuple[Any, Any, dt.datetime]:
+    """A store where session s-42 (summarised) states four facts of Ada, one of them said again in s-7;
+    returns the store, s-42's handle and a time between the two sessions."""
+    m = eidetica.open(path, config=eidetica.MemoryConfig(window=6, token_budget=160, retain_recent=4))
+    s = m.session("s-42", user="ada")
+    for role, text in [("user", "Hi there."), ("assistant", "Hello!"), ("user", "I moved to Berlin last year."),
+                       ("user", "I'm allergic to shellfish."), ("assistant", "Noted."),
+                       ("user", "I work at Siemens as an engineer."), ("assistant", "Great."),
+                       ("user", "I'm vegetarian."), ("assistant", "OK."), ("user", "Thanks.")]:
+        s.append(role, text)
+    assert s.summarize() and "shellfish" in s.summary()
+    between = dt.datetime.now(dt.timezone.utc)
+    time.sleep(0.01)
+    m.session("s-7", user="ada").append("user", "I'm vegetarian.")
+    return m, s, between
+
+
+def test_audit_and_rewind_blocks(tmp_path) -> None:
+    m, s, between = _ada(tmp_path / "store")
+    facts = {f.text: f.id for f in m.list_memories(user="ada")}
+    ns: dict[str, Any] = {"m": m, "s": s, "fid": facts["I'm vegetarian."],
+                          "datetime": dt.datetime, "timezone": dt.timezone}
+
+    shown = _run(_block("m.explain(fid"), ns)
+    # "asserted, reinforced, ...": said in s-42, said again in s-7
+    assert [e for e, _ in _at(shown, 'for h in life["history"]')] == ["asserted", "reinforced"]
+    assert _at(shown, '["sources"][0]["text"]') == "I'm vegetarian."  # "the message the fact came from"
+
+    shown = _run(_block("s.forget_message(3)"), ns)
+    # message 3 ("I'm allergic to shellfish.") took its fact and its part of s-42's summary with it
+    gone = _at(shown, "s.forget_message(3)")
+    assert gone["facts"] == [facts["I'm allergic to shellfish."]] and gone["summaries"] == ["s-42"]
+    assert ns["receipt"]["verified"]
+    assert "shellfish" not in (s.summary() or "")
+
+    shown = _run(_block("m.revert("), ns)
+    # s-42's facts go; "I'm vegetarian." stays, s-7 said it too; the messages stay
+    out = _at(shown, "m.revert(")
+    comment = _block("m.revert(").split("#", 1)[1]
+    assert set(out) == set(re.findall(r'"(\w+)":', comment))  # the keys the README shows, no more
+    assert out["session_id"] == "s-42" and out["messages_removed"] == 0 and out["restored"] == []
+    assert sorted(out["facts"]) == sorted([facts["I moved to Berlin last year."], facts["I work at Siemens as an engineer."]])
+    assert [f.text for f in m.list_memories(user="ada")] == ["I'm vegetarian."]
+    assert _run(_block("m.revert("), ns)["m.revert(user=\"ada\", session_id=\"s-42\")"]["facts"] == []  # twice: nothing
+
+    # "what memory held on July 1st": this store did not exist yet
+    assert _at(_run(_block("m.as_of("), ns), "then.list_memories") == []
+    # and between the two sessions: s-42's facts as they were (reverted later), but not the erased one:
+    # compact took it out of the log itself
+    then = _at(_run(_block("m.as_of("), ns, ("datetime(2026, 7, 1, tzinfo=timezone.utc)", f"datetime.fromisoformat({between.isoformat()!r})")),
+               "then.list_memories")
+    assert sorted(f.text for f in then) == sorted(set(facts) - {"I'm allergic to shellfish."})
+    m.close()
+
+
+def test_reextract_block_with_an_openai_compatible_model(tmp_path, fake_openai, monkeypatch) -> None:  # noqa: F811
+    # the block names only the model: the OpenAI client takes the endpoint from the environment
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.base_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    m, _, _ = _ada(tmp_path / "store")
+    ns = {"m": m, "OpenAILLM": OpenAILLM}
+    first = _at(_run(_block("m.reextract("), ns), "m.reextract(")
+    assert set(first) == {"asserted", "kept", "retracted"} and first["asserted"] + first["kept"] == 4
+    assert fake_openai.calls("/chat/completions")  # the model was asked
+    again = _at(_run(_block("m.reextract("), ns), "m.reextract(")
+    assert again == {"asserted": 0, "kept": 4, "retracted": 0}  # a second run changes nothing
+    m.close()
