@@ -181,3 +181,56 @@ def test_reextract_block_with_an_openai_compatible_model(tmp_path, fake_openai, 
     again = _at(_run(_block("m.reextract("), ns), "m.reextract(")
     assert again == {"asserted": 0, "kept": 4, "retracted": 0}  # a second run changes nothing
     m.close()
+
+
+def test_agent_frameworks_block_langgraph_store_and_agents_session(tmp_path, fake_openai) -> None:  # noqa: F811
+    pytest.importorskip("langgraph")
+    agents = pytest.importorskip("agents")
+    from typing import TypedDict
+
+    from langgraph.config import get_store
+    from langgraph.graph import END, START, StateGraph
+    from openai import AsyncOpenAI
+
+    from eidetica.integrations.langgraph import EideticaStore
+
+    class Said(TypedDict):
+        user: str
+        text: str
+        kind: str
+
+    def keep(state: Said) -> dict[str, Any]:
+        """The graph's node writes what the user said to the store the graph was compiled with."""
+        get_store().put(("memories", state["user"]), "said-1", {"text": state["text"], "kind": state["kind"]})
+        return {}
+
+    builder = StateGraph(Said)
+    builder.add_node("keep", keep)
+    builder.add_edge(START, "keep")
+    builder.add_edge("keep", END)
+    # the Runner's model is a chat model served by the scripted OpenAI-compatible server (it answers "OK")
+    agent = agents.Agent(name="helper", instructions="Be brief.", model=agents.OpenAIChatCompletionsModel(
+        model="gpt-4o-mini", openai_client=AsyncOpenAI(base_url=fake_openai.base_url, api_key="sk-test")))
+    with eidetica.open(tmp_path / "store") as m:
+        before = EideticaStore(m, user=lambda ns: ns[1])  # what Ada's namespace held before the block runs
+        before.put(("memories", "ada"), "diet", {"text": "Ada is vegetarian", "kind": "food"})
+        before.put(("memories", "ada"), "hobby", {"text": "Ada eats up every crime novel she finds", "kind": "hobby"})
+        ns: dict[str, Any] = {"m": m, "builder": builder, "agent": agent, "Runner": agents.Runner}
+        agents.set_tracing_disabled(True)  # the block passes no RunConfig; nothing may leave for OpenAI's tracing
+        try:
+            shown = _run(_block("EideticaStore(m"), ns)
+        finally:
+            agents.set_tracing_disabled(False)
+        # the search keeps the "food" items only, her diet first
+        assert [i.value["text"] for i in _at(shown, "store.search(")] == ["Ada is vegetarian"]
+        # a compiled graph writes through the store: ("memories", "<user>"), owned by that user
+        ns["graph"].invoke({"user": "ada", "text": "Ada eats no meat, only vegetables", "kind": "food"})
+        hits = ns["store"].search(("memories", "ada"), query="what does Ada eat?", filter={"kind": "food"})
+        assert sorted(i.key for i in hits) == ["diet", "said-1"]
+        assert ns["store"].get(("memories", "ada"), "said-1").value["kind"] == "food"
+        assert any(st.startswith("items:") and st.endswith(":ada") for st in m.log.streams())  # user=ns[1]
+        # the Agents SDK's run: its answer, and both turns kept as the eidetica session conv-1 of Ada
+        assert _at(shown, "await Runner.run(").final_output == "OK"
+        assert fake_openai.calls("/chat/completions")
+        kept = m.session("conv-1", user="ada").history()
+        assert [(x.role, x.content) for x in kept] == [("user", "hi"), ("assistant", "OK")]
