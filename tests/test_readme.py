@@ -110,6 +110,11 @@ def test_connect_block_runs_against_a_served_store(tmp_path) -> None:
         # "where does Ada live?" answered from her words
         assert any("Berlin" in h.text for h in _at(shown, "m.recall("))
         ns["m"].close()
+        # the async block over connect_async, in a tenant of its own (its chat-42 starts empty)
+        _, key = KeyStore(server.store).create("readme-async")
+        first = ('eidetica.AsyncMemory(eidetica.open("memory-store"))',
+                 f"await eidetica.connect_async({server.url!r}, api_key={key!r})")
+        _check_async_block(_run(_block("eidetica.AsyncMemory("), {"eidetica": eidetica}, first))
     finally:
         server.stop()
 
@@ -234,3 +239,13 @@ def test_agent_frameworks_block_langgraph_store_and_agents_session(tmp_path, fak
         assert fake_openai.calls("/chat/completions")
         kept = m.session("conv-1", user="ada").history()
         assert [(x.role, x.content) for x in kept] == [("user", "hi"), ("assistant", "OK")]
+
+
+def _check_async_block(shown: dict[str, Any]) -> None:
+    assert _at(shown, "await s.length()") == 2
+    assert _at(shown, "await m.recall(")[0].text == "I moved to Berlin"  # her own words answer first
+
+
+def test_async_block_embedded(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the block opens "memory-store" relative to here
+    _check_async_block(_run(_block("eidetica.AsyncMemory("), {"eidetica": eidetica}))
