@@ -249,3 +249,25 @@ def _check_async_block(shown: dict[str, Any]) -> None:
 def test_async_block_embedded(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # the block opens "memory-store" relative to here
     _check_async_block(_run(_block("eidetica.AsyncMemory("), {"eidetica": eidetica}))
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_ray_block_on_a_local_cluster(tmp_path, ray_session) -> None:
+    # address="auto" joins the running Ray: here the test session's own cluster, already joined
+    from eidetica._fleet import shutdown_store
+
+    path = tmp_path / "store"
+    ns: dict[str, Any] = {"eidetica": eidetica}
+    _run(_block('runtime="ray"'), ns, ('"/shared/store"', repr(str(path))))
+    m, s = ns["m"], ns["s"]
+    try:
+        # "batch appends across the Ray boundary": buffered appends return -1 until the batch is sent
+        assert s.append("user", "I moved to Berlin and I'm allergic to shellfish.") == -1
+        s.append("assistant", "Noted!")
+        s.flush()
+        assert [x.content for x in s.read()] == ["I moved to Berlin and I'm allergic to shellfish.", "Noted!"]
+        assert m.recall("what can Ada eat?", user="ada")[0].text.endswith("I'm allergic to shellfish.")
+    finally:
+        m.close()
+        shutdown_store(path)
