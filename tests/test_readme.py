@@ -74,7 +74,7 @@ def _at(shown: dict[str, Any], fragment: str) -> Any:
 
 def test_use_it_block_runs_and_answers(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # the block opens "memory-store" relative to here
-    block = _block('eidetica.open("memory-store")')
+    block = _block('with eidetica.open("memory-store")')
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         shown = _run(block, {"__name__": "readme"})
