@@ -77,11 +77,13 @@ def test_use_it_block_runs_and_answers(tmp_path, monkeypatch) -> None:
     block = _block('with eidetica.open("memory-store")')
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        shown = _run(block, {"__name__": "readme"})
+        shown = _run(block, ns := {"__name__": "readme"})
     # "what can Ada eat?": the README shows her message, then the health fact distilled from it
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("[Message | ") and lines[0].endswith("I moved to Berlin and I'm allergic to shellfish.")
     assert lines[1].startswith("[Health | ") and lines[1].endswith("I'm allergic to shellfish.")
+    # '"## Relevant Memory": her profile first'
+    assert ns["system_prompt"].startswith("## Relevant Memory\n\n### Profile\n")
     # "her facts + her other sessions": chat-42 is her only session, so her fact and no message
     assert [h.kind for h in _at(shown, 'm.search("Berlin"')] == ["fact"]
     with eidetica.open(tmp_path / "memory-store") as m:
