@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import eidetica
@@ -104,7 +105,8 @@ def test_connect_block_runs_against_a_served_store(tmp_path) -> None:
     from eidetica._server import KeyStore
     from tests.served import Served
 
-    server = Served(tmp_path / "store").start()
+    # `eidetica serve` as the README runs it: the default offline model (a paraphrase needs it)
+    server = Served(tmp_path / "store", cli=True, model=None).start()
     try:
         _, key = KeyStore(server.store).create("readme")
         ns: dict[str, Any] = {"eidetica": eidetica, "KEY": key}
@@ -112,6 +114,16 @@ def test_connect_block_runs_against_a_served_store(tmp_path) -> None:
         # "where does Ada live?" answered from her words
         assert any("Berlin" in h.text for h in _at(shown, "m.recall("))
         ns["m"].close()
+        # the curl block: remember a fact, then a paraphrase finds it ("what does Ada eat")
+        curl = next(b for b in re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+                    if "/v1/search" in b).replace("\\\n", " ")
+        answers = []
+        for route, body in re.findall(r"curl -s http://127\.0\.0\.1:8765(/v1/\S+) .*?-d '(.*?)'", curl):
+            r = httpx.post(server.url + route, content=body, headers={"Authorization": f"Bearer {key}",
+                                                                      "Content-Type": "application/json"})
+            assert r.status_code < 300, r.text
+            answers.append(r.json())
+        assert len(answers) == 2 and any(h["text"] == "Ada is vegetarian" for h in answers[1])
         # the async block over connect_async, in a tenant of its own (its chat-42 starts empty)
         _, key = KeyStore(server.store).create("readme-async")
         first = ('eidetica.AsyncMemory(eidetica.open("memory-store"))',
