@@ -28,8 +28,9 @@ class Served:
 
     def __init__(self, store: Path, *, clock_file: Path | None = None, port: int | None = None,
                  cli: bool = False, host: str = "127.0.0.1", options: dict | None = None,
-                 args: tuple[str, ...] = ()) -> None:
+                 args: tuple[str, ...] = (), model: str | None = "hash-64") -> None:
         self.store = Path(store)
+        self.model = model  # `eidetica serve --model` (with cli=True); None: the default offline model
         self.args = args  # more `eidetica serve` options (with cli=True)
         self.options = options  # eidetica.open()'s options in the server (e.g. runtime="ray", address=...)
         self.clock_file = clock_file
@@ -42,7 +43,9 @@ class Served:
 
     def start(self, timeout: float = 120.0) -> "Served":
         """Start the process and wait until /healthz answers."""
-        env = dict(os.environ, EIDETICA_MODEL="hash-64")
+        env = {k: v for k, v in os.environ.items() if k != "EIDETICA_MODEL"}
+        if self.model is not None:
+            env["EIDETICA_MODEL"] = self.model
         if self.cli:
             cmd = [str(Path(sys.executable).with_name("eidetica")), "serve", "--path", str(self.store),
                    "--host", self.host, "--port", str(self.port), *self.args]
