@@ -117,7 +117,7 @@ def test_concurrent_async_requests_take_no_thread_each(served) -> None:
         await s.extend([{"role": "user", "content": f"note {i} about kites"} for i in range(5)])
         before = threading.active_count()
         results = await asyncio.gather(*[m.search("kites", user="bo") for _ in range(100)])
-        assert threading.active_count() == before
+        assert threading.active_count() <= before  # an earlier test's pool threads may still be exiting
         assert results[0] and all([h.id for h in r] == [h.id for h in results[0]] for r in results)
         await m.close()
 
