@@ -52,6 +52,8 @@ class Synced:
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.face, name)
         if not inspect.iscoroutinefunction(value):
+            # a method the face reads through unmirrored would run synchronously (or outside its portal)
+            assert not inspect.ismethod(value), f"{name} is not mirrored as a coroutine on {self.face!r}"
             return self.loop.synced(value)
 
         def call(*args: Any, **kwargs: Any) -> Any:
