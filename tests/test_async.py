@@ -119,7 +119,7 @@ def test_concurrent_async_requests_take_no_thread_each(served) -> None:
         await asyncio.gather(*[m.search("kites", user="bo") for _ in range(100)])
         before = threading.active_count()
         results = await asyncio.gather(*[m.search("kites", user="bo") for _ in range(100)])
-        assert threading.active_count() == before  # no thread per request
+        assert threading.active_count() <= before  # none per request (an earlier test's pool threads may still exit)
         assert results[0] and all([h.id for h in r] == [h.id for h in results[0]] for r in results)
         await m.close()
 

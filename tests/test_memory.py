@@ -66,9 +66,11 @@ def served(tmp_path_factory):
 
 
 @pytest.fixture(params=["local", pytest.param("ray", marks=[pytest.mark.slow, pytest.mark.ray]),
-                        pytest.param("remote", marks=[pytest.mark.slow])])
+                        pytest.param("remote", marks=[pytest.mark.slow]), "embedded-async",
+                        pytest.param("remote-async", marks=[pytest.mark.slow])])
 def runtime(request) -> str:
-    """The behaviour suite runs on both runtimes, and through eidetica.connect() against a served store."""
+    """The behaviour suite runs on both runtimes, through eidetica.connect() against a served store, and through
+    the async faces (AsyncMemory over an embedded store, connect_async against a served one) on one event loop."""
     if request.param == "ray":
         request.getfixturevalue("ray_cluster")
     return request.param
@@ -84,16 +86,23 @@ def ray_options(runtime: str) -> dict:
 
 @pytest.fixture
 def mem(tmp_path, clock, runtime, request):
+    if runtime.endswith("-async"):  # the async face, called through a sync adapter on one event loop
+        from tests.synced import Loop, Synced
+
+        loop = Loop()
+        if runtime == "remote-async":
+            url, key = served_tenant(request, clock)
+            m = Synced(loop.run(eidetica.connect_async(url, api_key=key)), loop)
+        else:
+            m = Synced(eidetica.AsyncMemory(eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64),
+                                                          clock=clock)), loop)
+        yield m
+        m.close()
+        loop.close()
+        return
     if runtime == "remote":
-        import uuid
-
-        from eidetica._server import KeyStore
-
-        server = request.getfixturevalue("served")
-        _, key = KeyStore(server.store).create(f"t-{uuid.uuid4().hex[:12]}")  # a fresh tenant: a fresh store
-        clock.sink = server.clock_file
-        clock.now = clock.now
-        m = eidetica.connect(server.url, api_key=key)
+        url, key = served_tenant(request, clock)
+        m = eidetica.connect(url, api_key=key)
         yield m
         m.close()
         return
@@ -104,6 +113,19 @@ def mem(tmp_path, clock, runtime, request):
         from eidetica._fleet import shutdown_store
 
         shutdown_store(m.path)
+
+
+def served_tenant(request, clock) -> tuple[str, str]:
+    """The module's served store's URL and a key of a fresh tenant (a fresh store), its clock following the test's."""
+    import uuid
+
+    from eidetica._server import KeyStore
+
+    server = request.getfixturevalue("served")
+    _, key = KeyStore(server.store).create(f"t-{uuid.uuid4().hex[:12]}")
+    clock.sink = server.clock_file
+    clock.now = clock.now
+    return server.url, key
 
 
 def wait_for_lock_release(lock_path, timeout: float = 60.0) -> None:
@@ -127,14 +149,34 @@ def wait_for_lock_release(lock_path, timeout: float = 60.0) -> None:
 
 
 def is_remote(m) -> bool:
-    return isinstance(m, eidetica._client.RemoteMemory)
+    """A client of a served store (sync or async)."""
+    return isinstance(m.face.sync_object if is_async(m) else m, eidetica._client.RemoteMemory)
+
+
+def is_async(m) -> bool:
+    """An async face (through the tests' sync adapter)."""
+    from tests.synced import Synced
+
+    return isinstance(m, Synced)
+
+
+def embedded(m) -> bool:
+    """A plain embedded or Ray handle, whose internals (runtime, log, state) a test may inspect."""
+    return not is_remote(m) and not is_async(m)
 
 
 def log_head(m) -> int:
-    return m.stats()["events"] if is_remote(m) else m.log.head()
+    return m.log.head() if embedded(m) else m.stats()["events"]
 
 
 def reopen(m, **kw):
+    if is_async(m):  # a new async face over the same store, on the same loop
+        m.close()
+        if is_remote(m):
+            return type(m)(m.loop.run(eidetica.connect_async(m.url, api_key=m.api_key)), m.loop)
+        inner = m.face.sync_object
+        return type(m)(eidetica.AsyncMemory(eidetica.open(inner.path, embedder=inner.embedder, clock=inner.clock, **kw)),
+                       m.loop)
     if is_remote(m):  # a new client of the same served store
         m.close()
         return eidetica.connect(m.url, api_key=m.api_key)
@@ -491,7 +533,7 @@ def test_decay_and_prune_run_on_the_sweep(mem, clock) -> None:
         mem.sweep()
         if fid not in {h.id for h in mem.list_memories(user="ada")}:
             break
-    if not is_remote(mem):
+    if embedded(mem):
         assert mem.runtime.curator("default", "ada").facts[fid].status == "pruned"
     assert clock.now - T0 >= dt.timedelta(days=30)
 

@@ -13,6 +13,7 @@ embedded one, a ``connect_async`` twin (per event loop) for a ``connect()`` clie
 from __future__ import annotations
 
 import asyncio
+import json
 import weakref
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import greenback
 import httpx
 
 from ._aio import AsyncFace, AsyncMemory, portal
+from ._transfer import write_export
 from ._client import POOL, RemoteMemory
 
 __all__ = ["connect_async", "aio"]
@@ -64,11 +66,9 @@ class _AsyncRemote(RemoteMemory):
             greenback.await_(self._http.aclose())
 
     def export(self, path: str | Path) -> int:
-        """This tenant's events into a JSONL file; returns how many (read whole, then written)."""
-        lines = [ln for ln in self._send("GET", "/v1/export").content.splitlines() if ln.strip()]
-        with Path(path).open("wb") as f:
-            f.writelines(ln + b"\n" for ln in lines)
-        return len(lines)
+        """This tenant's events (JSONL, or Parquet for ``.parquet``, as ``connect()``'s); returns how many (read whole)."""
+        body = self._send("GET", "/v1/export").content
+        return write_export((json.loads(ln) for ln in body.splitlines() if ln.strip()), path)
 
 
 async def connect_async(url: str, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 3) -> Any:
