@@ -218,6 +218,24 @@ def test_compact_after_forget_message_leaves_no_byte_and_says_so(tmp_path) -> No
         assert verify(store, m.views.index, {MARK})  # the check does see text where it is
 
 
+def test_verify_reads_files_across_block_ends_and_every_index_version(tmp_path, monkeypatch) -> None:
+    from eidetica import _erasure
+
+    monkeypatch.setattr(_erasure, "_BLOCK", 5)  # the text lies across several blocks
+    (tmp_path / "raw.bin").write_bytes(b"\x00" * 13 + f"said {MARK} once".encode() + b"\xff" * 9)
+    (tmp_path / "empty").write_bytes(b"")
+    assert _erasure.verify(tmp_path, None, {MARK, "nowhere at all"}) == ["raw.bin"]
+    assert _erasure.verify(tmp_path, None, {"said nothing"}) == []
+    monkeypatch.undo()
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64)) as m:
+        s = _conversation(m)
+        s.forget_message(0)  # its rows leave the newest LanceDB version; an older version still holds them
+        ac, _ = _erasure._automaton({MARK})
+        assert not any(MARK in h.text for h in m.search(MARK, user="u"))
+        assert any(_erasure._rows_have(col, ac) for col in _erasure._engine_columns(m.views.index))
+        assert _erasure._rows_have(__import__("pyarrow").array(["x " + MARK[:5], MARK[5:] + " y"]), ac) is False
+
+
 def test_as_of_four_moments_of_a_facts_life(mem, clock) -> None:
     from eidetica.errors import ReadOnly
 

@@ -28,6 +28,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -40,6 +41,7 @@ from .events.streams import parse_stream, session_stream
 
 __all__ = ["forget_message", "forget_session", "cascade", "compact", "verify"]
 
+_BLOCK = 1 << 24  # bytes read from a file at a time by the verification scan
 _MIN_TEXT = 8  # shorter strings ("ok", a name) occur by chance anywhere: not evidence either way
 
 
@@ -165,7 +167,10 @@ def _still_live(log: Any, texts: set[str]) -> set[str]:
     """
     if not texts:
         return set()
-    left = {t: t.encode() for t in texts}
+    import ahocorasick_rs
+
+    order = sorted(texts)
+    ac = ahocorasick_rs.BytesAhoCorasick([t.encode() for t in order])  # one pass per batch, not one per text
     found: set[str] = set()
     for p in range(log.partitions):
         for batch in log.read_batches(partition=p):
@@ -173,26 +178,74 @@ def _still_live(log: Any, texts: set[str]) -> set[str]:
             if not said.num_rows:
                 continue
             blob = b"\x00".join(said.column("payload").to_pylist())
-            for t, b in list(left.items()):
-                if b in blob:
-                    found.add(t)
-                    del left[t]
-            if not left:
+            found.update(order[i] for i, _, _ in ac.find_matches_as_indexes(blob, overlapping=True))
+            if len(found) == len(order):
                 return found
     return found
 
 
-def _engine_texts(index: Any) -> Iterable[str]:
-    """Every text the index's engines hold, one string per source: each LanceDB version's rows, Tantivy's stored rows."""
+def _automaton(texts: set[str]) -> tuple[Any, int] | None:
+    """One Aho-Corasick automaton over every text's UTF-8 bytes (one pass per file, not one per text) and the longest."""
+    import ahocorasick_rs
+
+    needles = sorted({t.encode() for t in texts if t})
+    if not needles:
+        return None
+    return ahocorasick_rs.BytesAhoCorasick(needles), max(map(len, needles))
+
+
+def _file_has(path: Path, ac: Any, longest: int, view: memoryview) -> bool:
+    """Whether the file's raw bytes hold any needle: read once in blocks (into ``view``), each after the last one's tail."""
+    keep = longest - 1  # a needle cut by a block boundary is whole in the tail plus the next block
+    held = 0
+    with open(path, "rb") as f:
+        while n := f.readinto(view[held:]):
+            end = held + n
+            if ac.find_matches_as_indexes(view[:end]):
+                return True
+            held = min(keep, end)
+            view[:held] = bytes(view[end - held:end])
+    return False
+
+
+def _rows_have(column: Any, ac: Any) -> bool:
+    """Whether any string of an Arrow column holds a needle: one pass over its value bytes, a match across rows ignored."""
+    arr = pc.cast(column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column, pa.large_string())
+    if not len(arr):
+        return False
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    data = arr.buffers()[2]
+    if data is None:
+        return False
+    first = int(offsets[0])
+    for _, start, end in ac.find_matches_as_indexes(memoryview(data).cast("B")[first:int(offsets[-1])]):
+        start, end = start + first, end + first
+        row = int(np.searchsorted(offsets, start, side="right")) - 1
+        if end <= offsets[row + 1]:  # inside one row: not two neighbours' ends and starts
+            return True
+    return False
+
+
+def _engine_columns(index: Any) -> Iterable[Any]:
+    """Every text the index's engines hold, as Arrow string columns: each LanceDB version's rows, Tantivy's stored rows."""
     lance = getattr(index, "_lance", None)
     if lance is not None:
         import lancedb
 
         table = lancedb.connect(lance.path).open_table(lance.table.name)  # its own handle: checkouts leave the live one be
-        for v in table.list_versions():
-            table.checkout(v["version"] if isinstance(v, dict) else v.version)
-            rows = table.search().select(["text"]).limit(None).to_arrow().column("text").to_pylist()
-            yield "\x00".join(t for t in rows if t)
+        # A Lance row id is (fragment id << 32 | row in fragment); a data fragment is never changed
+        # in place and new ones get larger ids, so the rows a version holds that no earlier version
+        # held are those above the largest id seen: each row is read once, not once per version
+        # (the versions of a store rebuilt by compact number in the hundreds). Needs address-style
+        # row ids, Lance's default (eidetica does not enable stable row ids).
+        seen = -1
+        for v in sorted(v["version"] if isinstance(v, dict) else v.version for v in table.list_versions()):
+            table.checkout(v)
+            q = table.search().with_row_id(True).select(["text"]).limit(None)
+            rows = (q.where(f"_rowid > {seen}", prefilter=True) if seen >= 0 else q).to_arrow()
+            if rows.num_rows:
+                seen = max(seen, pc.max(rows.column("_rowid")).as_py())
+                yield rows.column("text")
     text = getattr(index, "_text", None)
     if text is not None:
         import tantivy
@@ -202,27 +255,25 @@ def _engine_texts(index: Any) -> Iterable[str]:
         searcher = text.index.searcher()
         if searcher.num_docs:
             hits = searcher.search(tantivy.Query.all_query(), limit=searcher.num_docs).hits
-            yield "\x00".join(Row.unpack(searcher.doc(addr).get_first("row")).text for _, addr in hits)
+            yield pa.array([Row.unpack(searcher.doc(addr).get_first("row")).text for _, addr in hits], pa.large_string())
 
 
 def verify(root: Path, index: Any, texts: set[str]) -> list[str]:
     """Where any of ``texts`` is still found: files of the store (raw bytes) and the engines' rows; [] when nowhere."""
     found: list[str] = []
-    needles = [t.encode() for t in texts]
-    if not needles:
+    auto = _automaton(texts)
+    if auto is None:
         return found
+    ac, longest = auto
+    view = memoryview(bytearray(_BLOCK + longest))  # one buffer for every file: not a fresh one each
     for rel in sorted(_files(root)):
         try:
-            data = (root / rel).read_bytes()
+            if _file_has(root / rel, ac, longest, view):
+                found.append(rel)
         except OSError:
-            continue
-        if any(n in data for n in needles):
-            found.append(rel)
-    if index is not None:
-        for blob in _engine_texts(index):  # one find per text over each source's rows joined: not rows x texts
-            if any(x in blob for x in texts):
-                found.append("index rows")
-                break
+            continue  # gone meanwhile
+    if index is not None and any(_rows_have(col, ac) for col in _engine_columns(index)):
+        found.append("index rows")
     return found
 
 
