@@ -25,26 +25,40 @@ Projector interleaves partitions: a rebuild gives the same state as incremental 
 from __future__ import annotations
 
 import datetime as dt
-import itertools
-import operator
 import os
 import threading
 import time as _time
-import uuid
-from array import array
-from typing import Any, Literal, Sequence
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import Any, Sequence
 
 import msgspec
-import numpy as np
 import pyarrow as pa
 
 from ..events import EventLog, RecordedEvent
 from ..events import types as ev
 from ..events.streams import parse_stream
-from ._base import UTC, Projection
+from ._base import Projection
 from ._ranking import speaker_label
+from ._records import (
+    SUCCESS_STATUSES,
+    FactInfo,
+    ItemInfo,
+    MessageInfo,
+    NoteInfo,
+    ScheduleInfo,
+    SessionInfo,
+)
 from ._snapshot import SnapshotStore
+from ._state_rows import (
+    _Fact,
+    _Schedule,
+    _Session,
+    _as_time,
+    _from_us,
+    _schedule_from_row,
+    _us,
+    _utcnow,
+)
+from ._state_tables import fold_tables, restore_fold
 
 __all__ = [
     "StateProjection",
@@ -57,335 +71,9 @@ __all__ = [
     "ItemInfo",
 ]
 
-FactStatus = Literal["active", "superseded", "deleted", "pruned"]
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 
 
-class SessionInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A session's summary line: who, how many messages, when."""
-
-    session_id: str
-    user_id: str
-    message_count: int
-    last_time: dt.datetime
-    started_time: dt.datetime
-    forgotten: bool = False
-
-
-class MessageInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """One message of a session (a ``MessageAppended`` plus its log time)."""
-
-    session_id: str
-    user_id: str
-    role: str
-    content: str
-    sequence: int
-    time: dt.datetime
-    metadata: dict[str, Any] = {}
-
-
-class FactInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A fact about a user with its current confidence and status."""
-
-    fact_id: str
-    content: str
-    category: str
-    confidence: float
-    status: FactStatus
-    superseded_by: str | None
-    created: dt.datetime
-    updated: dt.datetime
-    sources: list[dict[str, Any]]
-    user_id: str = ""
-    metadata: dict[str, Any] = {}  # the caller's, given to remember()
-    attribute: str = ""  # the single-valued attribute of the user it sets ("diet", "residence", ...); "" when none
-
-
-class NoteInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A free-form note about a user."""
-
-    note_id: str
-    text: str
-    time: dt.datetime
-    user_id: str = ""
-
-
-class ScheduleInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A reminder or recurring job, folded from ScheduleCreated/Updated/Deleted/Run (the one schedule read model)."""
-
-    schedule_id: str
-    user_id: str
-    name: str
-    cadence: str
-    expression: str
-    timezone: str
-    payload: dict[str, Any]
-    next_run_at: dt.datetime | None
-    created: dt.datetime
-    updated: dt.datetime
-    enabled: bool = True
-    last_run_at: dt.datetime | None = None
-    last_status: str | None = None
-    last_result: str | None = None
-    run_count: int = 0
-    consecutive_failures: int = 0  # runs since the last successful one (see SUCCESS_STATUSES)
-    runs: list[dict[str, Any]] = []  # the latest runs: run_id, run_at (+ run_at_local), status, result, output_summary, output
-    next_run_local: dt.datetime | None = None  # next_run_at in the schedule's time zone
-    last_run_local: dt.datetime | None = None  # last_run_at in the schedule's time zone
-
-    @property
-    def id(self) -> str:
-        """The schedule id (``schedule_id``)."""
-        return self.schedule_id
-
-
-# A run whose status is one of these resets ``consecutive_failures``; any other status counts as a failure.
-SUCCESS_STATUSES = frozenset({"ok", "success", "succeeded", "done", "completed", "skipped"})
 RUN_HISTORY = 100
-
-
-class ItemInfo(msgspec.Struct, frozen=True, kw_only=True):
-    """A framework store item (LangGraph ``BaseStore``): its latest value and times."""
-
-    item_id: str
-    user_id: str
-    namespace: tuple[str, ...]
-    key: str
-    value: dict[str, Any]
-    created_at: dt.datetime
-    updated_at: dt.datetime
-    indexed: bool = True
-    ttl_minutes: float | None = None
-    expires_at: dt.datetime | None = None
-
-
-_US = dt.timedelta(microseconds=1)
-
-
-def _us(t: dt.datetime) -> int:
-    """Microseconds since the epoch (how message times are kept in the offset index)."""
-    return (t - _EPOCH) // _US
-
-
-def _from_us(us: int) -> dt.datetime:
-    return _EPOCH + dt.timedelta(microseconds=us)
-
-
-class _Session:
-    """A session's fold: no message bodies, only (sequence, time, offset) per message."""
-
-    __slots__ = ("user_id", "seqs", "times", "offsets", "top", "part", "names", "labels", "label_n", "started",
-                 "last", "forgotten", "summary")
-
-    def __init__(self, user_id: str, time: dt.datetime) -> None:
-        self.user_id = user_id
-        self.seqs = array("q")  # message sequences, in log order
-        self.times = array("q")  # their log times (microseconds since the epoch)
-        self.offsets = array("q")  # their log offsets (the bodies stay in the log)
-        self.top = -1  # highest sequence folded: a repeated sequence is a duplicate
-        self.part = 0  # the log partition of the session's stream
-        self.names: dict[str, int] = {}  # metadata["name"] -> latest message time (us)
-        # messages without metadata["name"] whose text starts with a "Name: " label: sequence ->
-        # label, and each label's count (derived, not snapshotted), so a search never reads bodies
-        self.labels: dict[int, str] = {}
-        self.label_n: dict[str, int] = {}
-        self.started = time
-        self.last = time
-        self.forgotten = False
-        self.summary: tuple[int, str, int, dt.datetime] | None = None  # epoch, text, upto, time
-
-    def retract(self, sequence: int) -> None:
-        """Drop one message (a retraction): its sequence stays used, so ``top`` is kept."""
-        keep = [i for i, q in enumerate(self.seqs) if q != sequence]
-        if len(keep) != len(self.seqs):
-            self.seqs = array("q", (self.seqs[i] for i in keep))
-            self.offsets = array("q", (self.offsets[i] for i in keep))
-            self.times = array("q", (self.times[i] for i in keep))
-        label = self.labels.pop(sequence, None)
-        if label is not None:
-            self.count_labels()
-
-    def count_labels(self) -> None:
-        """Recount ``label_n`` from ``labels``."""
-        n: dict[str, int] = {}
-        for label in self.labels.values():
-            n[label] = n.get(label, 0) + 1
-        self.label_n = n
-
-    def keep_after(self, t: dt.datetime) -> None:
-        """Drop the messages (and participant names) a forget at time ``t`` covers."""
-        cut = _us(t)
-        keep = [i for i, tm in enumerate(self.times) if tm > cut]
-        if len(keep) != len(self.times):
-            self.seqs = array("q", (self.seqs[i] for i in keep))
-            self.offsets = array("q", (self.offsets[i] for i in keep))
-            self.times = array("q", (self.times[i] for i in keep))
-        self.names = {n: tm for n, tm in self.names.items() if tm > cut}
-        if self.labels:
-            live = set(self.seqs)
-            self.labels = {q: label for q, label in self.labels.items() if q in live}
-            self.count_labels()
-
-
-class _Fact:
-    __slots__ = ("user_id", "content", "category", "confidence", "status", "by", "created", "updated",
-                 "sources", "history", "seen", "metadata", "attribute")
-
-    def __init__(self, user_id: str, e: ev.FactAsserted, time: dt.datetime) -> None:
-        self.user_id = user_id
-        self.content = e.content
-        self.category = e.category
-        self.confidence = float(e.confidence)
-        self.status: FactStatus = "active"
-        self.by: str | None = None
-        self.created = time
-        self.updated = time
-        self.sources: list[dict[str, Any]] = list(e.sources)
-        self.history: list[tuple[dt.datetime, str, dict[str, Any]]] = []
-        self.seen: set[Any] = set()
-        self.metadata: dict[str, Any] = dict(e.metadata)
-        self.attribute = e.attribute
-
-    def info(self, fact_id: str) -> FactInfo:
-        return FactInfo(
-            fact_id=fact_id,
-            content=self.content,
-            category=self.category,
-            confidence=self.confidence,
-            status=self.status,
-            superseded_by=self.by,
-            created=self.created,
-            updated=self.updated,
-            sources=list(self.sources),
-            user_id=self.user_id,
-            metadata=dict(self.metadata),
-            attribute=self.attribute,
-        )
-
-
-class _Schedule:
-    __slots__ = ("user_id", "fields", "created", "updated", "runs", "history", "run_count", "failures")
-
-    def __init__(self, user_id: str, e: ev.ScheduleCreated, time: dt.datetime) -> None:
-        self.user_id = user_id
-        self.fields: dict[str, Any] = {
-            "name": e.name,
-            "cadence": e.cadence,
-            "expression": e.expression,
-            "timezone": e.timezone,
-            "payload": dict(e.payload),
-            "next_run_at": e.next_run_at,
-            "enabled": True,
-        }
-        self.created = time
-        self.updated = time
-        self.runs: set[Any] = set()  # event ids folded (idempotence)
-        self.history: list[dict[str, Any]] = []
-        self.run_count = 0
-        self.failures = 0
-
-    def info(self, schedule_id: str) -> ScheduleInfo:
-        f = self.fields
-        last = self.history[-1] if self.history else None
-        tz = str(f.get("timezone", "UTC"))
-        return ScheduleInfo(
-            schedule_id=schedule_id,
-            user_id=self.user_id,
-            name=str(f.get("name", "")),
-            cadence=str(f.get("cadence", "")),
-            expression=str(f.get("expression", "")),
-            timezone=str(f.get("timezone", "UTC")),
-            payload=dict(f.get("payload") or {}),
-            next_run_at=_as_time(f.get("next_run_at")),
-            created=self.created,
-            updated=self.updated,
-            enabled=bool(f.get("enabled", True)),
-            last_run_at=last["run_at"] if last else None,
-            last_status=last["status"] if last else None,
-            last_result=last["result"] if last else None,
-            run_count=self.run_count,
-            consecutive_failures=self.failures,
-            runs=[dict(r, run_at_local=_local(r["run_at"], tz)) for r in self.history],
-            next_run_local=_local(_as_time(f.get("next_run_at")), tz),
-            last_run_local=_local(last["run_at"], tz) if last else None,
-        )
-
-
-def _as_time(value: Any) -> dt.datetime | None:
-    """A datetime from a schedule field (datetime, ISO string, or epoch seconds)."""
-    if value is None or isinstance(value, dt.datetime):
-        return value
-    try:
-        if isinstance(value, (int, float)):
-            return dt.datetime.fromtimestamp(value, UTC)
-        t = dt.datetime.fromisoformat(str(value))
-        return t if t.tzinfo else t.replace(tzinfo=UTC)
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
-def _local(t: Any, zone: str) -> dt.datetime | None:
-    """A time in a schedule's time zone (None stays None; an unknown zone leaves it in UTC)."""
-    t = _as_time(t)
-    if t is None:
-        return None
-    try:
-        return t.astimezone(ZoneInfo(zone))
-    except (ZoneInfoNotFoundError, ValueError):
-        return t
-
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(UTC)
-
-
-class _FactRow(msgspec.Struct, array_like=True):
-    """The nested part of a fact in a snapshot row (msgpack: sources, history, seen event ids)."""
-
-    sources: list[dict[str, Any]]
-    history: list[tuple[dt.datetime, str, dict[str, Any]]]
-    seen: list[uuid.UUID]
-    metadata: dict[str, Any] = {}  # last: a snapshot written before it decodes with none
-
-
-class _ScheduleRow(msgspec.Struct, array_like=True):
-    """A schedule's fold in a snapshot row (msgpack)."""
-
-    fields: dict[str, Any]
-    next_run_at: dt.datetime | None
-    created: dt.datetime
-    updated: dt.datetime
-    runs: list[uuid.UUID]
-    history: list[dict[str, Any]]
-    run_count: int
-    failures: int
-
-
-_ENC = msgspec.msgpack.Encoder()
-_SDEC = msgspec.msgpack.Decoder(_ScheduleRow)
-
-
-def _schedule_row(x: "_Schedule") -> bytes:
-    """A schedule's fold as its snapshot row."""
-    return _ENC.encode(_ScheduleRow({k: v for k, v in x.fields.items() if k != "next_run_at"}, _as_time(x.fields.get("next_run_at")),
-                                    x.created, x.updated, sorted(x.runs), x.history, x.run_count, x.failures))
-
-
-def _schedule_from_row(user_id: str, row: bytes) -> "_Schedule":
-    """A schedule's fold from its snapshot row."""
-    d = _SDEC.decode(row)
-    x = _Schedule.__new__(_Schedule)
-    x.user_id, x.fields = user_id, dict(d.fields, next_run_at=d.next_run_at)
-    x.created, x.updated, x.runs = d.created, d.updated, set(d.runs)
-    x.history, x.run_count, x.failures = list(d.history), d.run_count, d.failures
-    return x
-_TS = pa.timestamp("us", tz="UTC")
-
-
-def _col(table: pa.Table, name: str) -> list[Any]:
-    return table.column(name).to_pylist()
-
-
 _TYPES = frozenset(t.__struct_config__.tag for t in ev.EVENT_TYPES) - {"ChunksEmbedded"}
 
 
@@ -1123,103 +811,8 @@ class StateProjection(Projection):
 
     # -- snapshots ---------------------------------------------------------------------
     def _tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
-        """The whole fold as Arrow tables (lock held): what a snapshot holds."""
-        ss = list(self._sessions.items())
-        lens = np.fromiter((len(s.seqs) for _, s in ss), dtype=np.int32, count=len(ss))
-        bounds = pa.array(np.concatenate([[0], np.cumsum(lens, dtype=np.int32)]), pa.int32())
-
-        def listed(attr: str) -> pa.Array:
-            flat = np.frombuffer(b"".join(getattr(s, attr).tobytes() for _, s in ss), dtype=np.int64)
-            return pa.ListArray.from_arrays(bounds, pa.array(flat, pa.int64()))
-
-        sessions = pa.table({
-            "tenant": pa.array([k[0] for k, _ in ss], pa.string()),
-            "session_id": pa.array([k[1] for k, _ in ss], pa.string()),
-            "user_id": pa.array([s.user_id for _, s in ss], pa.string()),
-            "started": pa.array([s.started for _, s in ss], _TS),
-            "last": pa.array([s.last for _, s in ss], _TS),
-            "forgotten": pa.array([s.forgotten for _, s in ss], pa.bool_()),
-            "top_sequence": pa.array([s.top for _, s in ss], pa.int64()),
-            "partition": pa.array([s.part for _, s in ss], pa.int32()),
-            "summary_epoch": pa.array([s.summary[0] if s.summary else None for _, s in ss], pa.int64()),
-            "summary_text": pa.array([s.summary[1] if s.summary else None for _, s in ss], pa.string()),
-            "summary_upto": pa.array([s.summary[2] if s.summary else None for _, s in ss], pa.int64()),
-            "summary_time": pa.array([s.summary[3] if s.summary else None for _, s in ss], _TS),
-            "names": pa.array([_ENC.encode(s.names) for _, s in ss], pa.binary()),
-            "labels": pa.array([_ENC.encode(s.labels) for _, s in ss], pa.binary()),
-            "sequences": listed("seqs"),
-            "times_us": listed("times"),
-            "offsets": listed("offsets"),
-        })
-        su = list(self._session_user.items())
-        session_users = pa.table({
-            "tenant": pa.array([k[0] for k, _ in su], pa.string()),
-            "session_id": pa.array([k[1] for k, _ in su], pa.string()),
-            "user_id": pa.array([u for _, u in su], pa.string()),
-        })
-        fs = [(t, u, fid, f) for (t, u), d in self._facts.items() for fid, f in d.items()]
-        facts = pa.table({
-            "tenant": pa.array([x[0] for x in fs], pa.string()),
-            "user_id": pa.array([x[1] for x in fs], pa.string()),
-            "fact_id": pa.array([x[2] for x in fs], pa.string()),
-            "fact_user": pa.array([x[3].user_id for x in fs], pa.string()),
-            "content": pa.array([x[3].content for x in fs], pa.string()),
-            "category": pa.array([x[3].category for x in fs], pa.string()),
-            "confidence": pa.array([x[3].confidence for x in fs], pa.float64()),
-            "status": pa.array([x[3].status for x in fs], pa.string()),
-            "superseded_by": pa.array([x[3].by for x in fs], pa.string()),
-            "created": pa.array([x[3].created for x in fs], _TS),
-            "updated": pa.array([x[3].updated for x in fs], _TS),
-            "attribute": pa.array([x[3].attribute for x in fs], pa.string()),
-            "detail": pa.array([_ENC.encode(_FactRow(x[3].sources, x[3].history, sorted(x[3].seen), x[3].metadata)) for x in fs],
-                               pa.binary()),
-        })
-        ns = [(t, u, n) for (t, u), d in self._notes.items() for n in d.values()]
-        notes = pa.table({
-            "tenant": pa.array([x[0] for x in ns], pa.string()),
-            "user_id": pa.array([x[1] for x in ns], pa.string()),
-            "note_id": pa.array([x[2].note_id for x in ns], pa.string()),
-            "note_user": pa.array([x[2].user_id for x in ns], pa.string()),
-            "text": pa.array([x[2].text for x in ns], pa.string()),
-            "time": pa.array([x[2].time for x in ns], _TS),
-        })
-        sc = [(t, u, sid, x) for (t, u), d in self._schedules.items() for sid, x in d.items()]
-        schedules = pa.table({
-            "tenant": pa.array([x[0] for x in sc], pa.string()),
-            "user_id": pa.array([x[1] for x in sc], pa.string()),
-            "schedule_id": pa.array([x[2] for x in sc], pa.string()),
-            "schedule_user": pa.array([x[1] if isinstance(x[3], bytes) else x[3].user_id for x in sc], pa.string()),
-            # a schedule never decoded since the restore is written back as it was read
-            "detail": pa.array([x[3] if isinstance(x[3], bytes) else _schedule_row(x[3]) for x in sc], pa.binary()),
-        })
-        # a user tombstone is per scope (facts, notes, items, schedules or all): kind "user:<scope>"
-        tb = ([(f"user:{k[2]}", k[:2], t) for k, t in self._user_tomb.items()]
-              + [("session", k, t) for k, t in self._session_tomb.items()])
-        tombs = pa.table({
-            "kind": pa.array([x[0] for x in tb], pa.string()),
-            "tenant": pa.array([x[1][0] for x in tb], pa.string()),
-            "id": pa.array([x[1][1] for x in tb], pa.string()),
-            "time": pa.array([x[2] for x in tb], _TS),
-        })
-        its = [(t, iid, at[2], self._items[(t, at[0])][at[1]]) for (t, iid), at in self._item_at.items()
-               if at[1] in self._items.get((t, at[0]), {})]
-        items = pa.table({
-            "tenant": pa.array([x[0] for x in its], pa.string()),
-            "item_id": pa.array([x[1] for x in its], pa.string()),
-            "version": pa.array([x[2] for x in its], pa.int64()),
-            "detail": pa.array([_ENC.encode(x[3]) for x in its], pa.binary()),
-        })
-        ux = [(k, q, False) for k, v in self._todo.items() for q in v] + [(k, q, True) for k, v in self._early.items() for q in v]
-        unextracted = pa.table({
-            "tenant": pa.array([x[0][0] for x in ux], pa.string()),
-            "session_id": pa.array([x[0][1] for x in ux], pa.string()),
-            "sequence": pa.array([x[1] for x in ux], pa.int64()),
-            "early": pa.array([x[2] for x in ux], pa.bool_()),
-        })
-        meta = {"embedder": list(self._embedder) if self._embedder else None}
-        tables = {"sessions": sessions, "session_users": session_users, "facts": facts, "notes": notes,
-                  "schedules": schedules, "tombstones": tombs, "items": items, "unextracted": unextracted}
-        return tables, meta
+        """The whole fold as Arrow tables (lock held): what a snapshot holds (``_state_tables``)."""
+        return fold_tables(self)
 
     def tables(self) -> tuple[dict[str, pa.Table], dict[str, Any]]:
         """The fold as Arrow tables and meta, what a snapshot holds (for a fold kept apart: a schedules actor's)."""
@@ -1254,80 +847,7 @@ class StateProjection(Projection):
         self.snapshot_created = snap.created
 
     def _restore(self, t: dict[str, pa.Table], meta: dict[str, Any]) -> None:
-        self._clear()
-        dec_names = msgspec.msgpack.Decoder(dict[str, int])
-        dec_labels = msgspec.msgpack.Decoder(dict[int, str])
-        ss = t["sessions"]
-        seq_col = ss.column("sequences").combine_chunks()
-        bounds = seq_col.offsets.to_numpy()
-        flat = {c: ss.column(c).combine_chunks().values.to_numpy() for c in ("sequences", "times_us", "offsets")}
-        cols = {c: _col(ss, c) for c in ("tenant", "session_id", "user_id", "started", "last", "forgotten",
-                                         "top_sequence", "partition", "summary_epoch", "summary_text",
-                                         "summary_upto", "summary_time", "names", "labels")}
-        for i in range(ss.num_rows):
-            s = _Session(cols["user_id"][i], cols["started"][i])
-            s.last, s.forgotten = cols["last"][i], cols["forgotten"][i]
-            s.top, s.part = cols["top_sequence"][i], cols["partition"][i]
-            if cols["summary_epoch"][i] is not None:
-                s.summary = (cols["summary_epoch"][i], cols["summary_text"][i], cols["summary_upto"][i],
-                             cols["summary_time"][i])
-            s.names = dec_names.decode(cols["names"][i])
-            s.labels = dec_labels.decode(cols["labels"][i])
-            s.count_labels()
-            a, b = bounds[i], bounds[i + 1]
-            s.seqs.frombytes(flat["sequences"][a:b].tobytes())
-            s.times.frombytes(flat["times_us"][a:b].tobytes())
-            s.offsets.frombytes(flat["offsets"][a:b].tobytes())
-            self._sessions[(cols["tenant"][i], cols["session_id"][i])] = s
-        su = t["session_users"]
-        for tenant, sid, u in zip(_col(su, "tenant"), _col(su, "session_id"), _col(su, "user_id")):
-            self._session_user[(tenant, sid)] = u
-            self._user_sessions.setdefault((tenant, u), set()).add(sid)
-        fdec = msgspec.msgpack.Decoder(_FactRow)
-        for r in t["facts"].to_pylist():
-            f = _Fact.__new__(_Fact)
-            d = fdec.decode(r["detail"])
-            f.user_id, f.content, f.category, f.confidence = r["fact_user"], r["content"], r["category"], r["confidence"]
-            f.status, f.by, f.created, f.updated = r["status"], r["superseded_by"], r["created"], r["updated"]
-            f.sources, f.history, f.seen, f.metadata = d.sources, d.history, set(d.seen), d.metadata
-            f.attribute = r.get("attribute") or ""
-            self._facts.setdefault((r["tenant"], r["user_id"]), {})[r["fact_id"]] = f
-            self._fact_owner[(r["tenant"], r["fact_id"])] = r["user_id"]
-        for r in t["notes"].to_pylist():
-            self._notes.setdefault((r["tenant"], r["user_id"]), {})[r["note_id"]] = NoteInfo(
-                note_id=r["note_id"], text=r["text"], time=r["time"], user_id=r["note_user"])
-            self._note_owner[(r["tenant"], r["note_id"])] = r["user_id"]
-        # column-wise, each row kept encoded until used (``_schedule``), with no Python loop per row: a
-        # schedules actor's restore was mostly building every schedule (to_pylist, decode) before
-        sc = t["schedules"]
-        tenants, users, sids, susers, details = (sc.column(c).to_numpy(zero_copy_only=False).tolist() for c in
-                                                 ("tenant", "user_id", "schedule_id", "schedule_user", "detail"))
-        rows = zip(tenants, users, sids, details)
-        for key, group in itertools.groupby(rows, key=operator.itemgetter(0, 1)):  # written grouped by user
-            self._schedules.setdefault(key, {}).update(map(operator.itemgetter(2, 3), group))
-        self._schedule_owner.update(zip(zip(tenants, sids), users))
-        if any(map(operator.ne, susers, users)):  # a row whose owner differs from its key (never written so): decode it
-            for tenant, user, sid, suser, detail in zip(tenants, users, sids, susers, details):
-                if suser != user:
-                    self._schedules[(tenant, user)][sid] = _schedule_from_row(suser, detail)
-        tb = t["tombstones"]
-        for kind, tenant, ident, tm in zip(_col(tb, "kind"), _col(tb, "tenant"), _col(tb, "id"), _col(tb, "time")):
-            if kind.startswith("user:"):
-                self._user_tomb[(tenant, ident, kind.split(":", 1)[1])] = tm
-            else:
-                self._session_tomb[(tenant, ident)] = tm
-        idec = msgspec.msgpack.Decoder(ItemInfo)
-        it = t["items"]
-        for tenant, iid, version, detail in zip(_col(it, "tenant"), _col(it, "item_id"), _col(it, "version"),
-                                                _col(it, "detail")):
-            info = idec.decode(detail)
-            self._items.setdefault((tenant, info.namespace), {})[info.key] = info
-            self._item_at[(tenant, iid)] = (info.namespace, info.key, version)
-        ux = t.get("unextracted", pa.table({c: [] for c in ("tenant", "session_id", "sequence", "early")}))
-        for tenant, sid, q, early in zip(_col(ux, "tenant"), _col(ux, "session_id"), _col(ux, "sequence"), _col(ux, "early")):
-            (self._early if early else self._todo).setdefault((tenant, sid), set()).add(q)
-        emb = meta.get("embedder")
-        self._embedder = (emb[0], int(emb[1])) if emb else None
+        restore_fold(self, t, meta)
 
     def snapshot(self) -> dict[str, Any]:
         """Every tenant's state as plain data (for comparing folds in tests and tools)."""
