@@ -20,10 +20,16 @@ import datetime as dt
 import threading
 from typing import Any, Callable, Mapping
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ._readonly import scratch_memory
 from .errors import InvalidInput, ReadOnly
-from .events import InMemoryLog, NewEvent
-from .events.envelope import events_from_batch
+from .events import InMemoryLog
+from .events.envelope import LOG_SCHEMA
+
+_CHUNK = 8192  # rows per copied batch: a stream's read decodes only its rows, but loads whole batches
 
 __all__ = ["as_of", "PastLog", "PastViews", "parse_moment"]
 
@@ -42,43 +48,55 @@ class PastLog(InMemoryLog):
             raise ReadOnly(self.label)
         return super().append(stream, events, expected_version)
 
+    def load(self, partition: int, batch: pa.RecordBatch) -> None:
+        """Take one batch of recorded events as it is (offsets and versions already this copy's own)."""
+        self._parts[partition].record_batch(batch, batch)  # in memory, a batch is its own locator
 
-def _keep(log: Any, when: Any) -> tuple[Callable[[Any], bool], str]:
-    """Which recorded events a moment sees, and its name."""
+
+def _cut(log: Any, when: Any) -> tuple[Callable[[pa.RecordBatch, int], pa.Array], str]:
+    """Which recorded events a moment sees (a mask over one partition's batch), and its name."""
     if isinstance(when, dt.datetime):
         if when.utcoffset() is None:
             raise InvalidInput("when", "must be a timezone-aware datetime or a log offset", when)
-        return (lambda rec: rec.time <= when), f"the store as of {when.isoformat()}"
+        at = pa.scalar(when, type=pa.timestamp("us", tz="UTC"))
+        return (lambda batch, p: pc.less_equal(batch.column("time"), at)), f"the store as of {when.isoformat()}"
     if isinstance(when, int) and not isinstance(when, bool):
         cut = {p: when for p in range(log.partitions)}
     elif isinstance(when, Mapping) and all(isinstance(k, int) and isinstance(v, int) for k, v in when.items()):
         cut = {p: when.get(p, -1) for p in range(log.partitions)}
     else:
         raise InvalidInput("when", "must be a timezone-aware datetime, an offset or {partition: offset}", when)
-    return (lambda rec: rec.offset <= cut[log.partition_of(rec.stream)]), f"the store as of offset {when}"
+    return (lambda batch, p: pc.less_equal(batch.column("offset"), cut[p])), f"the store as of offset {when}"
+
+
+def _renumbered(table: pa.Table) -> pa.Table:
+    """The kept events of one partition with offsets from 0 and each stream's versions from 0, in log order
+    (what appending them anew would give: an event recorded later but dated earlier leaves a gap otherwise)."""
+    n = table.num_rows
+    codes = table.column("stream").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    ranked = codes[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(ranked)) + 1] if n else np.zeros(0, np.int64)
+    group_start = np.repeat(starts, np.diff(np.r_[starts, n]))
+    versions = np.empty(n, np.int64)
+    versions[order] = np.arange(n, dtype=np.int64) - group_start
+    table = table.set_column(table.schema.get_field_index("offset"), "offset", pa.array(np.arange(n, dtype=np.int64)))
+    return table.set_column(table.schema.get_field_index("version"), "version", pa.array(versions))
 
 
 def as_of(m: Any, when: Any) -> Any:
     """A read-only ``Memory`` answering as ``m`` would have at ``when`` (a datetime or a log offset)."""
-    keep, label = _keep(m.log, when)
+    seen, label = _cut(m.log, when)
     m._sync()
     past = PastLog(m.log.partitions, label)
     for p in range(m.log.partitions):
-        for batch in m.log.read_batches(partition=p):
-            run: list[NewEvent] = []
-            stream = None
-            for rec in events_from_batch(batch):
+        # Arrow filters and copies the batches as they are: nothing is decoded or re-encoded
+        kept = [batch.filter(pc.or_(seen(batch, p), pc.starts_with(batch.column("stream"), "meta:")))
                 # the embedder's identity is the store's, whenever it was first recorded
-                if not (keep(rec) or rec.stream.startswith("meta:")):
-                    continue
-                if rec.stream != stream and run:
-                    past.append(stream, run)  # type: ignore[arg-type]
-                    run = []
-                stream = rec.stream
-                run.append(NewEvent(type=rec.type, payload=rec.payload, event_id=rec.event_id, tenant=rec.tenant,
-                                    time=rec.time))
-            if run:
-                past.append(stream, run)  # type: ignore[arg-type]
+                for batch in m.log.read_batches(partition=p)]
+        table = _renumbered(pa.Table.from_batches([b for b in kept if b.num_rows], schema=LOG_SCHEMA))
+        for batch in table.to_batches(max_chunksize=_CHUNK):
+            past.load(p, batch)
     past._loading = False
     view = scratch_memory(type(m), past, "eidetica-asof-", tenant=m.tenant, embedder=m.embedder, llm=m.llm,
                           config=m.config, clock=m.clock)

@@ -16,6 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from .actors import MemoryConfig
 from .errors import InvalidInput
 from .events import ArrowLog
 
@@ -40,6 +43,8 @@ def open_read_only(memory_class: Any, path: str | os.PathLike[str], **kw: Any) -
 
 def scratch_memory(memory_class: Any, log: Any, prefix: str, **kw: Any) -> Any:
     """A ``Memory`` over ``log`` whose state and indices fold into a temporary directory, removed on ``close``."""
+    # nothing is extracted here: a message the store had not yet extracted from stays so (a view writes nothing)
+    kw["config"] = msgspec.structs.replace(kw.get("config") or MemoryConfig(), auto_extract=False)
     tmp = tempfile.mkdtemp(prefix=prefix)
     try:
         view = memory_class(tmp, log=log, **kw)

@@ -55,10 +55,12 @@ class Projector:
     def catch_up(self) -> int:
         """Apply everything committed now; returns the number of log events consumed."""
         with self._apply_lock:
-            total = 0
-            for part in self._partitions():
-                total += self._catch_up_partition(part, self.projections, None)
-            return total
+            # a projection that starts empty with a long log behind it replays in bulk, as a rebuild
+            # does (a store's first open, an index deleted, a read-only or past view folding its copy)
+            backlog = sum(self.log.head(part) for part in self._partitions())
+            fresh = [p for p in self.projections if not self._pos[p.name]] if backlog >= BULK_EVENTS else []
+            return self._replay(fresh, lambda: sum(self._catch_up_partition(part, self.projections, None)
+                                                   for part in self._partitions()))
 
     def _catch_up_partition(
         self,
@@ -224,6 +226,31 @@ class Projector:
             return {n: sum(max(0, h - pos.get(p, 0)) for p, h in heads.items()) for n, pos in self._pos.items()}
 
     # -- rebuild -----------------------------------------------------------------------
+    def _replay(self, targets: Sequence[Projection], run: Callable[[], int]) -> int:
+        """``run()`` (a replay) with ``targets`` in bulk mode (``begin_rebuild``/``end_rebuild``); returns what it returns."""
+        for p in targets:
+            p.begin_rebuild()
+        completed = False
+        try:
+            done = run()
+            completed = True
+        finally:
+            errors: list[BaseException] = []
+            for p in targets:
+                try:
+                    p.end_rebuild(completed)
+                except BaseException as e:  # noqa: BLE001 - every target must leave bulk mode
+                    errors.append(e)
+                    if not completed:
+                        log.exception("projector: %s could not discard its rebuild", p.name)
+            if errors or not completed:  # go on from what the projections actually saved
+                with self._cond:
+                    for p in targets:
+                        self._pos[p.name] = dict(p.checkpoint())
+            if errors and completed:
+                raise errors[0]
+        return done
+
     def rebuild(self, name: str | None = None, progress: Callable[[int, int], None] | None = None) -> int:
         """Reset one projection (or all) and replay the log from offset 0; returns events replayed.
 
@@ -239,7 +266,6 @@ class Projector:
                 p.reset()
                 with self._cond:
                     self._pos[p.name] = {}
-                p.begin_rebuild()
             total = sum(self.log.head(part) for part in self._partitions())
             done = 0
 
@@ -249,26 +275,8 @@ class Projector:
                 if progress is not None:
                     progress(done, total)
 
-            completed = False
-            try:
-                for part in self._partitions():
-                    self._catch_up_partition(part, targets, tick)
-                completed = True
-            finally:
-                errors: list[BaseException] = []
-                for p in targets:
-                    try:
-                        p.end_rebuild(completed)
-                    except BaseException as e:  # noqa: BLE001 - every target must leave bulk mode
-                        errors.append(e)
-                        if not completed:
-                            log.exception("projector: %s could not discard its rebuild", p.name)
-                if errors or not completed:  # go on from what the projections actually saved
-                    with self._cond:
-                        for p in targets:
-                            self._pos[p.name] = dict(p.checkpoint())
-                if errors and completed:
-                    raise errors[0]
+            self._replay(targets, lambda: sum(self._catch_up_partition(part, targets, tick)
+                                              for part in self._partitions()))
             for p in targets:
                 p.maintain(force=True)
                 self._dirty.discard(p.name)
