@@ -503,12 +503,14 @@ class Memory:
         self._sync()
 
     # -- notes -----------------------------------------------------------------------
-    def store_note(self, text: str, *, user: str) -> str:
-        """Store a note; returns ``note-<uuid>``."""
+    def store_note(self, text: str, *, user: str, session_id: str | None = None) -> str:
+        """Store a note (``session_id``: the session it is written during, whose revert deletes it); returns its id."""
         check_id("user", user)
         check_text("text", text)
+        _revert.check_link(self, user, session_id)
         note_id = f"note-{uuid.uuid4()}"  # chosen here: a queued note already has its id
-        return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(text, note_id=note_id), note_id)
+        return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(
+            text, note_id=note_id, session_id=session_id), note_id)
 
     def list_notes(self, *, user: str, limit: int = 20) -> list[NoteInfo]:
         """The user's notes, newest first."""
@@ -793,7 +795,7 @@ class Memory:
         return _reextract.reextract(self, user, llm)
 
     def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
-        """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent; messages kept unless asked."""
+        """Retract, as events, the facts and notes a session wrote (since ``since``); idempotent; messages kept unless asked."""
         return _revert.revert(self, user, session_id, since, messages)
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
