@@ -168,6 +168,11 @@ def test_revert_deletes_the_notes_written_during_the_session(mem, clock) -> None
     assert _notes(mem) == {"Dentist on the 14th", "Spare key under the blue pot"}
     assert "PIN" not in mem.context("password PIN savings account", user="u")  # their rows left the index
     assert kept in {n.note_id for n in mem.list_notes(user="u")}
+    if isinstance(mem, eidetica.Memory):  # embedded: the retraction is an event of the notes stream, saying why
+        from eidetica.events.streams import notes_stream
+
+        gone = [r.decode() for r in mem.log.read_stream(notes_stream(mem.tenant, "u")) if r.type == "NoteDeleted"]
+        assert {(e.note_id, e.reason, e.session_id) for e in gone} == {(planted, "revert", "bad"), (edited, "revert", "bad")}
     again = mem.revert(user="u", session_id="bad")
     assert again["notes"] == [] and again["facts"] == []  # twice: nothing more
     assert _notes(mem) == {"Dentist on the 14th", "Spare key under the blue pot"}
