@@ -222,6 +222,8 @@ def test_note_and_update_note(store) -> None:
     out = run("update-note", nid, "flight lands 12:15", "--user", "ada", store=store)
     assert out.returncode == 0 and nid in out.stdout
     assert run("update-note", "note-nope", "x", "--user", "ada", store=store).returncode == 1
+    linked = run("note", "wire money Friday", "--user", "ada", "--session", "s1", store=store).stdout.strip()
+    assert json.loads(run("revert", "s1", "--user", "ada", store=store).stdout)["notes"] == [linked]
 
 
 def test_snapshot_and_stats_show_its_age_and_tail(store) -> None:

@@ -111,6 +111,29 @@ async def _mcp_round_trip(client) -> None:
     assert "No facts" in _text(await client.call_tool("list_memories", {"user": "ada"}))
 
 
+def test_mcp_store_note_links_the_session_a_revert_takes_back(tmp_path) -> None:
+    from mcp import Client
+
+    from eidetica._server._mcp import build_mcp
+
+    with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
+        m.session("bob-chat", user="bob").append("user", "hi")
+
+        async def go() -> str:
+            async with Client(build_mcp(lambda scope: m)) as c:
+                await c.call_tool("append_messages", {"session_id": "s1", "user": "ada", "messages": [
+                    {"role": "user", "content": "Remember to wire the money"}]})
+                out = _text(await c.call_tool("store_note", {"text": "wire money Friday", "user": "ada",
+                                                             "session_id": "s1"}))
+                bad = await c.call_tool("store_note", {"text": "x", "user": "ada", "session_id": "bob-chat"})
+                assert bad.is_error and "session_id" in _text(bad)
+                return out.split()[-1].rstrip(".")
+
+        nid = asyncio.run(go())
+        assert nid.startswith("note-") and m.revert(user="ada", session_id="s1")["notes"] == [nid]
+        assert m.list_notes(user="ada") == []
+
+
 def test_mcp_tools_in_process(tmp_path) -> None:
     from mcp import Client
 

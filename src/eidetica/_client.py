@@ -328,7 +328,7 @@ class RemoteMemory:
                    headers={"X-Request-Id": request_id} if request_id else None)
 
     def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
-        """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent."""
+        """Retract, as events, the facts and notes a session wrote (since ``since``); idempotent."""
         body = {"since": since.isoformat() if isinstance(since, dt.datetime) else since, "messages": messages}
         return self._call("POST", f"/v1/users/{_q(user)}/sessions/{_q(session_id)}/revert", json=body)
 
@@ -366,9 +366,10 @@ class RemoteMemory:
         self._send("DELETE", f"/v1/users/{_q(user)}")
 
     # -- notes -------------------------------------------------------------------------
-    def store_note(self, text: str, *, user: str) -> str:
-        """Store a note; returns ``note-<uuid>``."""
-        return self._call("POST", f"/v1/users/{_q(user)}/notes", json={"text": text}, retry="connect")["id"]
+    def store_note(self, text: str, *, user: str, session_id: str | None = None) -> str:
+        """Store a note (``session_id``: the session it is written during, whose revert deletes it); returns its id."""
+        body = {"text": text} if session_id is None else {"text": text, "session_id": session_id}
+        return self._call("POST", f"/v1/users/{_q(user)}/notes", json=body, retry="connect")["id"]
 
     def list_notes(self, *, user: str, limit: int = 20) -> list[NoteInfo]:
         """The user's notes, newest first."""

@@ -187,7 +187,7 @@ def revert(
     messages: bool = typer.Option(False, "--messages", help="take the messages back too"),
     user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
 ) -> None:
-    """Retract every fact a session's messages wrote (as events; `why` shows it); reverting twice changes nothing."""
+    """Retract every fact and note a session wrote (as events; `why` shows a fact's); reverting twice changes nothing."""
     from datetime import datetime
 
     when = datetime.fromisoformat(since) if since else None
@@ -198,10 +198,11 @@ def revert(
 @app.command()
 def note(
     text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    session: Optional[str] = typer.Option(None, "--session", help="the session it is written during (its revert deletes it)"),
 ) -> None:
     """Store a note about a user; prints its id (creates the store when there is none)."""
     with _open(path, tenant, model, create=True) as m:
-        console.print(m.store_note(text, user=user))
+        console.print(m.store_note(text, user=user, session_id=session))
 
 
 @app.command("update-note")

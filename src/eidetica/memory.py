@@ -18,19 +18,20 @@ from .actors import (
     Hit,
     LocalRuntime,
     MemoryConfig,
-    Message,
     Runtime,
     Schedules,
     SessionActor,
 )
 from . import _asof, _audit, _reembed, _reextract, _revert
-from ._erasure import compact, forget_message, forget_session
+from ._erasure import compact, forget_session
 from ._owners import append_through_owner
 from ._items import Items
 from ._names import names_in, strip_names
+from ._searching import check_k, holds, search_hits, shown, to_hit
+from ._session_handle import SessionHandle
 from ._transfer import export_events, import_events, tenant_events
 from .actors._text import check_id, check_metadata, check_text, sanitize_category
-from .errors import CorruptIndex, InvalidInput, ProviderError, ReplicaBehind
+from .errors import InvalidInput, ProviderError, ReplicaBehind
 from .events import ArrowLog, EventLog, RecordedEvent
 from ._pending import WRITE_ERROR_MODES, PendingWrites
 from ._wire import floor_from_json
@@ -38,12 +39,12 @@ from .events.streams import parse_stream
 from .projections import LocalViews, NoteInfo, SearchHit
 from . import _context
 from ._context import CONTEXT_TOKENS
-from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, SearchOptions, default_options
+from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, default_options
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
 from .projections._ranking import check_min_score
 from .projections._rows import check_kinds
 
-__all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]
+__all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]  # SessionHandle: _session_handle.py
 
 
 def _utcnow() -> dt.datetime:
@@ -446,7 +447,7 @@ class Memory:
             facts = self._search_hits(query, top_k=min(10_000, 4 * top_k if want else top_k), user=user, kinds=["fact"],
                                       category=category, mmr=mmr, recency_half_life=recency_half_life, now=now,
                                       confidence_weight=confidence_weight, min_offset=min_offset, **default_options())
-            return [_hit(h) for h in facts if _holds(h.metadata, want)][:top_k]
+            return [to_hit(h) for h in facts if holds(h.metadata, want)][:top_k]
         # One search over facts and messages: calibrated scores rank both on one scale.
         hits = self._search_hits(query, top_k=min(10_000, 4 * top_k), user=user, kinds=["fact", "message"],
                                  names=True, mmr=mmr, recency_half_life=recency_half_life, now=now,
@@ -454,22 +455,22 @@ class Memory:
         seen = {h.text for h in hits if h.kind == "fact"}
         out = [h for h in hits
                if h.kind == "fact" or ((h.metadata or {}).get("role", "user") == "user" and h.text not in seen)]
-        return [_hit(h) for h in out[:top_k]]  # only those returned are made into Hits
+        return [to_hit(h) for h in out[:top_k]]  # only those returned are made into Hits
 
     def list_memories(self, *, user: str, category: str | None = None, limit: int = 20,
                       metadata: dict[str, Any] | None = None) -> list[Hit]:
         """The user's active facts, strongest first (``metadata``: those holding every given key and value)."""
         check_id("user", user)
-        _check_k("limit", limit)
+        check_k("limit", limit)
         want = check_metadata("metadata", metadata)
         self._sync()
-        facts = [f for f in self.state.facts(self.tenant, user) if _holds(f.metadata, want)]
+        facts = [f for f in self.state.facts(self.tenant, user) if holds(f.metadata, want)]
         if category is not None:
             cat = sanitize_category(category)
             facts = [f for f in facts if f.category == cat]
         facts = sorted(facts, key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id))[:limit]
         return [
-            Hit(id=f.fact_id, kind="fact", text=f.content, score=_shown(f.confidence), time=f.created,
+            Hit(id=f.fact_id, kind="fact", text=f.content, score=shown(f.confidence), time=f.created,
                 category=f.category, user_id=user, confidence=f.confidence, source_id=f.fact_id,
                 metadata={**f.metadata, "sources": f.sources})
             for f in facts
@@ -503,17 +504,19 @@ class Memory:
         self._sync()
 
     # -- notes -----------------------------------------------------------------------
-    def store_note(self, text: str, *, user: str) -> str:
-        """Store a note; returns ``note-<uuid>``."""
+    def store_note(self, text: str, *, user: str, session_id: str | None = None) -> str:
+        """Store a note (``session_id``: the session it is written during, whose revert deletes it); returns its id."""
         check_id("user", user)
         check_text("text", text)
+        _revert.check_link(self, user, session_id)
         note_id = f"note-{uuid.uuid4()}"  # chosen here: a queued note already has its id
-        return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(text, note_id=note_id), note_id)
+        return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(
+            text, note_id=note_id, session_id=session_id), note_id)
 
     def list_notes(self, *, user: str, limit: int = 20) -> list[NoteInfo]:
         """The user's notes, newest first."""
         check_id("user", user)
-        _check_k("limit", limit)
+        check_k("limit", limit)
         self._sync()
         return self.state.notes(self.tenant, user)[:limit]
 
@@ -543,52 +546,11 @@ class Memory:
 
     def _search(self, query: str, **kw: Any) -> list[Hit]:
         """``_search_hits`` as the facade's ``Hit`` values."""
-        return [_hit(h) for h in self._search_hits(query, **kw)]
+        return [to_hit(h) for h in self._search_hits(query, **kw)]
 
-    def _search_hits(
-        self,
-        query: str,
-        *,
-        top_k: int,
-        user: str | None,
-        kinds: Sequence[str],
-        category: str | None = None,
-        exclude_session: str | None = None,
-        session_id: str | None = None,
-        min_score: float | None = None,
-        mode: str = "hybrid",
-        names: bool = False,
-        min_offset: int | Mapping[int, int] | None = None,
-        **options: Any,
-    ) -> list[SearchHit]:
-        check_text("query", query)
-        floor = self._min_floor(min_offset)
-        _check_k("top_k", top_k)
-        if not isinstance(names, bool):
-            raise InvalidInput("names", "must be True or False", names)
-        SearchOptions.check(**options)  # validated before any work: bad input changes nothing
-        check_kinds(kinds)
-        check_min_score(min_score)
-        if floor and not hasattr(self.views, "written"):  # embedded: wait for the log to commit it, as a replica would
-            self._await_floor(floor)
-        self._sync()
-        # the views plan the query (names, dates) and embed it: on Ray, one call to one replica
-        kw = dict(
-            user=user, mode=mode, names=names, options=options, top_k=top_k, kinds=kinds, category=category,
-            exclude_session=exclude_session, session_id=session_id, min_score=min_score,
-        )
-        if floor and hasattr(self.views, "written"):  # view replicas: the serving one waits for it
-            kw["min_offset"] = floor
-        try:
-            hits = self.views.query(self.embedder, self.tenant, query, **kw)
-        except CorruptIndex as e:  # damaged files, and only that: the log is the truth
-            import warnings
-
-            warnings.warn(f"eidetica: {e}; rebuilding it from the log", stacklevel=2)
-            with self._qlock:
-                self.views.fresh(self.embedder)
-            hits = self.views.query(self.embedder, self.tenant, query, **kw)
-        return hits
+    def _search_hits(self, query: str, **kw: Any) -> list[SearchHit]:
+        """A search's raw hits (``_searching.search_hits``)."""
+        return search_hits(self, query, **kw)
 
     def search(
         self,
@@ -671,8 +633,8 @@ class Memory:
         the user's profile, then the facts, notes and past messages relevant to ``query``, within
         ``max_tokens`` (``providers.count_tokens``). ``as_data``: the same content as a dict."""
         check_id("user", user)
-        _check_k("max_facts", max_facts)
-        _check_k("max_tokens", max_tokens)
+        check_k("max_facts", max_facts)
+        check_k("max_tokens", max_tokens)
         if not isinstance(as_data, bool):
             raise InvalidInput("as_data", "must be True or False", as_data)
         self._sync()
@@ -793,187 +755,10 @@ class Memory:
         return _reextract.reextract(self, user, llm)
 
     def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
-        """Retract, as events, the facts a session's messages wrote (since ``since``); idempotent; messages kept unless asked."""
+        """Retract, as events, the facts and notes a session wrote (since ``since``); idempotent; messages kept unless asked."""
         return _revert.revert(self, user, session_id, since, messages)
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop the projections and replay the log into them; returns events replayed."""
         with self._qlock:
             return self.projector.rebuild(None, progress)
-
-
-class SessionHandle:
-    """One conversation: append messages, read history for the LLM."""
-
-    def __init__(self, memory: Memory, actor: SessionActor, strategy: str | None, buffer: int = 0, flush_seconds: float = 0.05) -> None:
-        self._m = memory
-        self._actor = actor
-        self.strategy = strategy
-        self.session_id = actor.session_id
-        self.user = actor.user_id
-        self.system_prompt: str | None = None
-        self._run_start = actor.last_sequence
-        self.buffer_size = buffer
-        self.flush_seconds = flush_seconds
-        self._buffer: list[dict[str, Any]] = []
-        self._buf_lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-        self._flush_error: BaseException | None = None
-
-    def append(
-        self,
-        role: str,
-        content: str,
-        metadata: dict[str, Any] | None = None,
-        *,
-        time: dt.datetime | None = None,
-        sequence: int | None = None,
-        event_id: uuid.UUID | None = None,
-    ) -> int:
-        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle.
-
-        ``event_id`` (caller-chosen) makes a retried append idempotent (``eidetica.connect`` sets one).
-        """
-        if role == "system":
-            self.system_prompt = check_text("content", content)
-            return self._m.log.head(self._m.log.partition_of(self._actor.stream)) - 1
-        if event_id is not None and not isinstance(event_id, uuid.UUID):
-            raise InvalidInput("event_id", "must be a uuid.UUID", event_id)
-        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence,
-                "event_id": event_id}
-        if not self.buffer_size:
-            return self.extend([item])
-        from .actors import ROLES
-
-        if role not in ROLES:
-            raise InvalidInput("role", "must be one of user, assistant, tool", role)
-        check_text("content", content)
-        with self._buf_lock:
-            self._raise_flush_error()
-            self._buffer.append(item)
-            full = len(self._buffer) >= self.buffer_size
-            if not full and self._timer is None:
-                self._timer = threading.Timer(self.flush_seconds, self._flush_quietly)
-                self._timer.daemon = True
-                self._timer.start()
-        return self.flush() if full else -1
-
-    def _raise_flush_error(self) -> None:
-        if self._flush_error is not None:
-            e, self._flush_error = self._flush_error, None
-            raise e
-
-    def _flush_quietly(self) -> None:
-        try:
-            self.flush()
-        except BaseException as e:  # noqa: BLE001 - surfaced on the caller's next call
-            self._flush_error = e
-
-    def flush(self) -> int:
-        """Write buffered messages now (one call); returns the last offset, -1 when nothing was buffered."""
-        with self._buf_lock:
-            items, self._buffer = self._buffer, []
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            if not items:
-                self._raise_flush_error()
-                return -1
-            return self.extend(items)
-
-    def extend(self, messages: Sequence[dict[str, Any]]) -> int:
-        """Append many messages in one atomic write (one embedding batch); returns the last offset."""
-        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
-            raise InvalidInput("messages", "must be a non-empty list of dicts")
-        for i, m in enumerate(messages):
-            if not isinstance(m, dict):
-                raise InvalidInput(f"messages[{i}]", "must be a dict")
-        # event ids are chosen here, by the caller: a retried call is then idempotent
-        items = [dict(m, metadata=m.get("metadata") or {}, event_id=m.get("event_id") or uuid.uuid4()) for m in messages]
-        return self._m._write("append", lambda: self._extend(items), -1)
-
-    def _extend(self, items: list[dict[str, Any]]) -> int:
-        first_seq = self._actor.last_sequence
-        offset = self._actor.append_many(items)
-        written = self._actor.since(first_seq)
-        stored = [
-            {"role": m.role, "content": m.content, "metadata": m.metadata, "sequence": m.sequence, "time": m.time}
-            for m in written
-        ]
-        self._m._after_append(self._actor, stored, self.strategy or self._m.config.strategy)
-        return offset
-
-    def read(self, *, strategy: str | None = None, window: int | None = None, token_budget: int | None = None) -> list[Message]:
-        """Messages for the LLM: system prompt, rolling summary, then recent turns within the budget."""
-        self.flush()
-        msgs = self._actor.read(strategy=strategy or self.strategy, window=window, token_budget=token_budget)
-        if self.system_prompt:
-            msgs = [Message(role="system", content=self.system_prompt, time=self._m.clock(), sequence=-1)] + msgs
-        return msgs
-
-    def appended(self) -> list[Message]:
-        """Only the messages this handle (this run) appended."""
-        self.flush()
-        return [m for m in self._actor.history() if m.sequence > self._run_start]
-
-    def history(self, limit: int | None = None) -> list[Message]:
-        """Stored messages, oldest first (the last ``limit``)."""
-        self.flush()
-        return self._actor.history(limit)
-
-    def summary(self) -> str | None:
-        """The latest rolling summary's text, if any."""
-        return self._actor.summary()[1]
-
-    def summarize(self, *, force: bool = True) -> bool:
-        """Roll old turns into the summary now; True when a summary was committed."""
-        return self._m.runtime.summarizer().summarize(self._actor, force=force).committed
-
-    def restore(self, token_budget: int | None = None) -> list[Message]:
-        """Resume: the last messages that fit ``token_budget``."""
-        self.flush()
-        return self._actor.restore(token_budget)
-
-    def pop(self) -> Message | None:
-        """Take back the last message (an event: ``MessageRetracted``); returns it, None when empty."""
-        self.flush()
-        msg = self._actor.retract_last()
-        self._m._sync()
-        return msg
-
-    def forget(self) -> None:
-        """Forget this session and what was derived from its messages alone."""
-        forget_session(self._m, self.session_id, self._actor.user_id)
-
-    def forget_message(self, sequence: int) -> dict[str, Any]:
-        """Forget one message and what was derived from it alone (facts, its part of the summary); ``compact`` erases it."""
-        self.flush()
-        return forget_message(self._m, self._actor, sequence)
-
-    def __len__(self) -> int:
-        self.flush()
-        return len(self._actor)
-
-
-def _check_k(field: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > 10_000:
-        raise InvalidInput(field, "must be an int in [1, 10000]", value)
-
-
-def _holds(meta: Mapping[str, Any] | None, want: Mapping[str, Any]) -> bool:
-    """Whether ``meta`` has every key of ``want`` with the same value (a metadata filter)."""
-    meta = meta or {}
-    return all(k in meta and meta[k] == v for k, v in want.items())
-
-
-def _shown(score: float) -> float:
-    """A score as a ``Hit`` shows it (4 decimals): ``recall``'s ordering decides on the same figure."""
-    return round(float(score), 4)
-
-
-def _hit(h: SearchHit) -> Hit:
-    return Hit(
-        id=h.id, kind=h.kind, text=h.text, score=_shown(h.score), time=h.time, category=h.category,
-        session_id=h.session_id, user_id=h.user_id, confidence=h.confidence, source_id=h.source_id,
-        metadata=dict(h.metadata or {}), vector_score=_shown(h.vector_score), text_score=_shown(h.text_score),
-    )

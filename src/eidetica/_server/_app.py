@@ -218,6 +218,12 @@ class NoteIn(_Body):
     text: Any = None
 
 
+class NewNoteIn(NoteIn):
+    """A new note: its text and the session it is written during (a revert of that session deletes it)."""
+
+    session_id: Any = None
+
+
 class SummarizeIn(_Body):
     """Roll old turns into the summary now."""
 
@@ -564,7 +570,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
 
     @app.post(U + "/sessions/{session_id}/revert", tags=["memories"])
     def revert(user: str, session_id: str, request: Request, body: RevertIn = Body(RevertIn()), m: Memory = M) -> Response:
-        """Retract every fact the session's messages wrote (since ``since``); reverting twice changes nothing."""
+        """Retract every fact and note the session wrote (since ``since``); reverting twice changes nothing."""
         with asking(request):
             return _wrote(m, m.revert(user=user, session_id=session_id, since=body.since, messages=body.messages))
 
@@ -602,9 +608,9 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
 
     # -- notes -------------------------------------------------------------------------
     @app.post(U + "/notes", tags=["notes"], status_code=201)
-    def store_note(user: str, body: NoteIn, m: Memory = M) -> Response:
-        """Store a note; returns its id."""
-        return _wrote(m, {"id": m.store_note(body.text, user=user)}, 201)
+    def store_note(user: str, body: NewNoteIn, m: Memory = M) -> Response:
+        """Store a note (linked to ``session_id`` when given); returns its id."""
+        return _wrote(m, {"id": m.store_note(body.text, user=user, session_id=body.session_id)}, 201)
 
     @app.get(U + "/notes", tags=["notes"])
     def list_notes(user: str, limit: int = 20, m: Memory = M) -> Response:

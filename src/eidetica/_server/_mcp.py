@@ -158,10 +158,13 @@ def build_mcp(memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> MCPSe
         return "\n".join(f"{x.role}: {x.content}" for x in msgs) if msgs else "The session is empty."
 
     @server.tool()
-    async def store_note(text: str, user: str, ctx: Context) -> str:
-        """Keep a free-form note for the user (an arrangement, a reminder, a detail to keep); returns its id."""
+    async def store_note(text: str, user: str, ctx: Context, session_id: Optional[str] = None) -> str:
+        """Keep a free-form note for the user (an arrangement, a reminder, a detail to keep); returns its id.
+
+        Give the conversation's `session_id` (as in `append_messages`): reverting that session takes the note back too.
+        """
         m = mem(ctx)
-        nid = await run(lambda: m.store_note(text, user=user))
+        nid = await run(lambda: m.store_note(text, user=user, session_id=session_id))
         return f"Stored note {nid}."
 
     return server

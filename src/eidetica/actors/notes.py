@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 import pyarrow as pa
 
 from ..errors import NotFound
-from ..events import ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, RecordedEvent, UserForgotten
+from ..events import (ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, RecordedEvent, UserForgotten,
+                      decode)
 from ..events.streams import notes_stream
 from ..providers import Embedder
 from ._owner import StreamOwner
@@ -86,15 +87,20 @@ class NotesActor(StreamOwner):
         news, _, _ = append_expecting(self, lambda: events if still() else [])
         return bool(news)
 
-    def store(self, text: str, time: dt.datetime | None = None, note_id: str | None = None) -> str:
-        """Store a note; returns ``note-<uuid>`` (a retried call with the same ``note_id`` stores it once)."""
+    def store(self, text: str, time: dt.datetime | None = None, note_id: str | None = None,
+              session_id: str | None = None) -> str:
+        """Store a note (linked to the session it was written during, if any); returns ``note-<uuid>``.
+
+        A retried call with the same ``note_id`` stores it once.
+        """
         text = check_text("text", text)
         time = time or self.clock()
         if note_id is not None and note_id in self.notes:
             return note_id
         note_id = note_id or f"note-{uuid.uuid4()}"
         events = [
-            NewEvent.of(NoteStored(note_id=note_id, user_id=self.user_id, text=text), tenant=self.tenant, time=time),
+            NewEvent.of(NoteStored(note_id=note_id, user_id=self.user_id, text=text, session_id=session_id),
+                        tenant=self.tenant, time=time),
             self._chunk(note_id, text, time),
         ]
         with self._lock:
@@ -143,6 +149,22 @@ class NotesActor(StreamOwner):
                                 lambda: note_id in self.notes):
                 raise NotFound("note", note_id)
             self.notes.discard(note_id)
+
+    def retract(self, note_ids: Sequence[str], reason: str, session_id: str = "", request_id: str = "",
+                by: str = "") -> list[str]:
+        """Delete (``NoteDeleted`` with ``reason``) those of these notes still live; returns them (none on a repeat)."""
+        time = self.clock()
+
+        def build() -> list[NewEvent]:  # decided on the fold: a refold after a race decides again
+            return [NewEvent.of(NoteDeleted(note_id=i, reason=reason, request=request_id, by=by, session_id=session_id),
+                                tenant=self.tenant, time=time) for i in dict.fromkeys(note_ids) if i in self.notes]
+
+        with self._lock:
+            news, _, _ = append_expecting(self, build)
+            gone = [decode(n.payload).note_id for n in news]  # type: ignore[attr-defined]
+            for i in gone:
+                self.notes.discard(i)
+        return gone
 
     def forget_user(self) -> None:
         """Append the user tombstone to the notes stream."""

@@ -28,6 +28,7 @@ ExtractionCompleted    facts:<tenant>:<user>       actors.FactCurator           
 NoteStored             notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, compaction
 NoteUpdated            notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, compaction (old text goes)
 NoteDeleted            notes:<tenant>:<user>       actors.NotesActor             NotesActor, state, index (rows go), compaction
+                       (delete_note; a revert's retractions: ``reason``)
 ScheduleCreated        schedules:<tenant>:<user>   actors.SchedulesActor         SchedulesActor, state
 ScheduleUpdated        schedules:<tenant>:<user>   actors.SchedulesActor         SchedulesActor, state
 ScheduleDeleted        schedules:<tenant>:<user>   actors.SchedulesActor         SchedulesActor, state
@@ -43,6 +44,38 @@ UserForgotten          facts/notes/items:...       FactCurator/Notes/ItemsActor 
 EmbedderChanged        meta:embedder               actors.EmbedderRecord         state, EmbedderRecord.check
 Redacted               (in place of any payload)   events.ArrowLog.redact        nobody: a redacted event folds to nothing
 =====================  ==========================  ============================  ==============================================
+
+Provenance: where a fact, note or summary came from and who changed it (``_audit.explain``
+reads it back; nothing is stored twice). Every envelope has ``time`` and ``event_id``; an
+extracted fact's ``FactAsserted`` is dated at its source message (when it held:
+``valid_from``), the ``ExtractionCompleted`` naming it at when the store learned it. Fields:
+
+=====================  ==========================================================================
+event type             provenance fields
+=====================  ==========================================================================
+MessageAppended        session_id, sequence, user_id, role, metadata: the origin the others name
+FactAsserted           sources (each: its message's metadata + session_id, sequence; [] for
+                       ``remember``), request_id (a ``remember`` call's), attribute (what it sets)
+FactReinforced         sources (the message that said it again), request_id
+FactSuperseded         by (the newer fact: its ``FactAsserted`` sources name the message)
+FactPruned             reason ("decayed" | "max_memories")
+FactDeleted            reason ("" forget | "revert" | "erasure" | "reextract"), request (the
+                       request id), by (a server's API key name), session_id (a revert's)
+ExtractionCompleted    session_id, sequences -> facts, extractor (``offline:rules-<hash>`` or
+                       ``llm:<model>:prompt-<hash>``)
+SummaryCommitted       sources (the summarised messages' metadata + sequence), upto_sequence,
+                       rewritten (summarised again without forgotten messages)
+ChunksEmbedded         source_id, kind, session_id, model_id; ``metadata["sources"]`` on a fact's
+                       or summary's rows
+NoteStored             session_id (the session it was written during; None: none, or an older log)
+NoteDeleted            reason ("" delete_note | "revert"), request, by, session_id (a revert's)
+MessageRetracted       session_id, sequence, message_id (the retracted event's id)
+ItemDeleted            reason ("" | "expired")
+ScheduleRun            run_id, run_at, status
+=====================  ==========================================================================
+
+The others (SessionStarted, FactDecayed, NoteUpdated, the other Schedule* and Item* events,
+the tombstones, EmbedderChanged, Redacted) carry no more than their envelope: not who asked.
 
 Events the facade decides for others' streams (``reembed``'s vectors, an import's events) are
 appended by each stream's writer (``actors.StreamOwner.record``, ``Summarizer.record``; routed by

@@ -179,12 +179,17 @@ class NoteStored(Event, frozen=True):
     note_id: str
     user_id: str
     text: str
+    session_id: str | None = None  # the session it was written during (a revert of that session deletes it)
 
 
 class NoteDeleted(Event, frozen=True):
-    """A note was deleted."""
+    """A note was deleted, or retracted by a revert of the session it was written during."""
 
     note_id: str
+    reason: str = ""  # "" (delete_note) | "revert"
+    request: str = ""  # the caller's request id (a server's X-Request-Id)
+    by: str = ""  # who asked: on a server, the API key's name
+    session_id: str = ""  # a revert's session
 
 
 class NoteUpdated(Event, frozen=True):
