@@ -1,23 +1,32 @@
 """Time travel: ``m.as_of(when)``, the store exactly as it was at a moment, read-only.
 
-The log is the only truth, so a past moment is a prefix of it: every event recorded up to
+The log is the only truth, so a past moment is a part of it: every event recorded up to
 ``when`` (an aware datetime: the events' times; or a log offset: the events at or before
-it, ``{partition: offset}`` with several partitions) is copied into an in-memory log, and a
-``Memory`` over that copy folds and indexes it in a temporary directory. Every read then
-answers as the store would have at that moment, through the same code as the live store:
+it, ``{partition: offset}`` with several partitions). Those events are copied, as Arrow
+(sliced when they are a prefix of the log, as they usually are; filtered and renumbered
+when a later event was dated earlier), into an in-memory log that refuses every append,
+and a ``Memory`` over that copy answers every read through the same code as the live store:
 recall, search, context, list_memories, list_sessions, sessions' read/history, notes and
 schedules; a fact superseded or deleted later shows as it was. Nothing recorded later is
-visible. A write raises ``ReadOnly`` and changes nothing (the copy refuses every append).
+visible. A write raises ``ReadOnly`` and changes nothing.
 
-The first read pays for the replay (the state fold and the index build of the prefix);
-later reads cost what a live read costs. ``close()`` (or leaving the ``with`` block)
-removes the temporary directory.
+The copy's state is folded from its events. Its chunk index, on a large embedded store, is
+derived from the live index rather than replayed (``projections._past``): the live rows no
+later event touched, taken as Arrow with the live Tantivy segments hard-linked, plus the
+touched rows folded again from the copy. So the first read costs about what reading the log
+and the live index costs, not a replay of the prefix (``scripts/bench_asof.py``); later reads
+cost what a live read costs. ``close()`` (or leaving the ``with`` block) removes the
+temporary directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -25,6 +34,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ._readonly import scratch_memory
+from .projections._past import derive_past, rows_of
+from .projections._tantivy import link_generation
+from .projections._projector import BULK_EVENTS
+from .projections._views import LocalViews, model_slug
 from .errors import InvalidInput, ReadOnly
 from .events import InMemoryLog
 from .events.envelope import LOG_SCHEMA
@@ -53,8 +66,8 @@ class PastLog(InMemoryLog):
         self._parts[partition].record_batch(batch, batch)  # in memory, a batch is its own locator
 
 
-def _cut(log: Any, when: Any) -> tuple[Callable[[pa.RecordBatch, int], pa.Array], str]:
-    """Which recorded events a moment sees (a mask over one partition's batch), and its name."""
+def _cut(log: Any, when: Any) -> tuple[Callable[[pa.Table, int], Any], str]:
+    """Which recorded events a moment sees (a mask over one partition's events), and its name."""
     if isinstance(when, dt.datetime):
         if when.utcoffset() is None:
             raise InvalidInput("when", "must be a timezone-aware datetime or a log offset", when)
@@ -71,7 +84,8 @@ def _cut(log: Any, when: Any) -> tuple[Callable[[pa.RecordBatch, int], pa.Array]
 
 def _renumbered(table: pa.Table) -> pa.Table:
     """The kept events of one partition with offsets from 0 and each stream's versions from 0, in log order
-    (what appending them anew would give: an event recorded later but dated earlier leaves a gap otherwise)."""
+    (what appending them anew would give: an event recorded later but dated earlier leaves a gap otherwise),
+    in batches of ``_CHUNK``."""
     n = table.num_rows
     codes = table.column("stream").combine_chunks().dictionary_encode().indices.to_numpy(zero_copy_only=False)
     order = np.argsort(codes, kind="stable")
@@ -81,25 +95,68 @@ def _renumbered(table: pa.Table) -> pa.Table:
     versions = np.empty(n, np.int64)
     versions[order] = np.arange(n, dtype=np.int64) - group_start
     table = table.set_column(table.schema.get_field_index("offset"), "offset", pa.array(np.arange(n, dtype=np.int64)))
-    return table.set_column(table.schema.get_field_index("version"), "version", pa.array(versions))
+    table = table.set_column(table.schema.get_field_index("version"), "version", pa.array(versions))
+    return pa.Table.from_batches(table.to_batches(max_chunksize=_CHUNK), schema=LOG_SCHEMA)
+
+
+def _copy(log: Any, seen: Callable[[pa.Table, int], Any], past: PastLog,
+          applied: dict[int, int] | None) -> list[pa.RecordBatch] | None:
+    """Copy the events a moment sees into ``past``; with ``applied`` (a live index's checkpoint), return
+    the events that index applied which the moment does not see (None when it has not applied all
+    the moment sees: written meanwhile)."""
+    tail: list[pa.RecordBatch] = []
+    late = False
+    for p in range(log.partitions):
+        # Arrow filters and copies the events as they are: nothing is decoded or re-encoded;
+        # the embedder's identity is the store's, whenever it was first recorded
+        events = pa.Table.from_batches(list(log.read_batches(partition=p)), schema=LOG_SCHEMA)
+        keep = pc.or_(seen(events, p), pc.starts_with(events.column("stream"), "meta:"))
+        n = pc.sum(keep).as_py() or 0
+        # usually the moment is a prefix of the log: slices, no copy (the payloads hold vectors)
+        prefix = n == events.num_rows or not keep[n].as_py() and pc.all(keep.slice(0, n)).as_py() is not False
+        kept = events.slice(0, n) if prefix else _renumbered(events.filter(keep))
+        if applied is not None:
+            done = applied.get(p, 0)
+            after = (events.slice(n, max(done - n, 0)) if prefix
+                     else events.filter(pc.and_(pc.invert(keep), pc.less(events.column("offset"), done))))
+            tail.extend(after.to_batches())
+            late = late or (n > 0 and pc.max(kept.column("offset")).as_py() >= done)
+        for batch in kept.to_batches():
+            past.load(p, batch)
+    past._loading = False
+    return None if applied is None or late else tail
 
 
 def as_of(m: Any, when: Any) -> Any:
     """A read-only ``Memory`` answering as ``m`` would have at ``when`` (a datetime or a log offset)."""
     seen, label = _cut(m.log, when)
     m._sync()
+    parts = range(m.log.partitions)
+    # a large embedded store: the past's chunk index is derived from the live one (see projections._past);
+    # a small one, or one whose index lives elsewhere (Ray), folds it from the copy
+    big = isinstance(m.views, LocalViews) and sum(m.log.head(p) for p in parts) >= BULK_EVENTS
+    live = m.views.index if big else None
     past = PastLog(m.log.partitions, label)
-    for p in range(m.log.partitions):
-        # Arrow filters and copies the batches as they are: nothing is decoded or re-encoded
-        kept = [batch.filter(pc.or_(seen(batch, p), pc.starts_with(batch.column("stream"), "meta:")))
-                # the embedder's identity is the store's, whenever it was first recorded
-                for batch in m.log.read_batches(partition=p)]
-        table = _renumbered(pa.Table.from_batches([b for b in kept if b.num_rows], schema=LOG_SCHEMA))
-        for batch in table.to_batches(max_chunksize=_CHUNK):
-            past.load(p, batch)
-    past._loading = False
-    view = scratch_memory(type(m), past, "eidetica-asof-", tenant=m.tenant, embedder=m.embedder, llm=m.llm,
-                          config=m.config, clock=m.clock)
+    tmp = Path(tempfile.mkdtemp(prefix="eidetica-asof-"))
+    try:
+        dest = tmp / "index" / model_slug(m.views.model_id) if live is not None else tmp
+        rows = None
+        with live._lock if live is not None else contextlib.nullcontext():  # the live index holds still meanwhile
+            tail = _copy(m.log, seen, past, live.checkpoint() if live is not None else None)
+            if live is not None and tail is not None:
+                linked = link_generation(live._text, str(dest / "text"))
+                if not linked:
+                    shutil.rmtree(dest / "text", ignore_errors=True)
+                rows = rows_of(live)
+        if rows is not None:
+            prefix = [b for p in parts for b in past.read_batches(partition=p)]
+            derive_past(rows, tail or [], prefix, dest, dim=m.embedder.dim, model_id=m.views.model_id,
+                        checkpoint={p: past.head(p) for p in parts}, linked=linked)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    view = scratch_memory(type(m), past, "eidetica-asof-", tmp, tenant=m.tenant, embedder=m.embedder,
+                          llm=m.llm, config=m.config, clock=m.clock)
     view.as_of_label = label
     return view
 

@@ -41,11 +41,12 @@ def open_read_only(memory_class: Any, path: str | os.PathLike[str], **kw: Any) -
     return view
 
 
-def scratch_memory(memory_class: Any, log: Any, prefix: str, **kw: Any) -> Any:
-    """A ``Memory`` over ``log`` whose state and indices fold into a temporary directory, removed on ``close``."""
+def scratch_memory(memory_class: Any, log: Any, prefix: str, directory: Path | None = None, **kw: Any) -> Any:
+    """A ``Memory`` over ``log`` whose state and indices fold into a temporary directory, removed on ``close``
+    (``directory``: one made already, where projections may have been laid out: they catch up from their checkpoints)."""
     # nothing is extracted here: a message the store had not yet extracted from stays so (a view writes nothing)
     kw["config"] = msgspec.structs.replace(kw.get("config") or MemoryConfig(), auto_extract=False)
-    tmp = tempfile.mkdtemp(prefix=prefix)
+    tmp = str(directory) if directory is not None else tempfile.mkdtemp(prefix=prefix)
     try:
         view = memory_class(tmp, log=log, **kw)
     except BaseException:

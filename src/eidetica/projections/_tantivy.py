@@ -21,6 +21,7 @@ compaction builds the next generation from the LanceDB rows and swaps ``CURRENT`
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -37,7 +38,7 @@ from tantivy import Document, Filter, Index, Occur, Query, SchemaBuilder, TextAn
 from ._base import engine_boundary, fsync_dir
 from ._rows import Filters, Pred, Row, term_value
 
-__all__ = ["TantivyChunks", "analyze", "query_terms", "QUERY_STOPWORDS", "ANALYZER"]
+__all__ = ["TantivyChunks", "link_generation", "analyze", "query_terms", "QUERY_STOPWORDS", "ANALYZER"]
 
 ANALYZER = "eid_en_v2"
 _KEYWORDS = ("tenant", "user_id", "session_id", "kind", "category", "source_id")
@@ -512,3 +513,51 @@ class TantivyChunks:
         """Roll back anything uncommitted and release the writer."""
         self.rollback()
         self._close_writer()
+
+    # -- a copy of another index (as_of's past index, see _past) ---------------------------
+    def drop_and_add(self, keys: Iterable[str], scoped: Iterable[tuple[str, str, str]],
+                     batches: Iterable[pa.RecordBatch]) -> None:
+        """Delete the documents of ``keys`` and of every (field, tenant, value) in ``scoped``, add the
+        rows of ``batches`` (LanceDB columns), and commit."""
+        w = self._w()
+        for k in keys:
+            w.delete_documents_by_term("key", k)
+        for field, tenant, value in scoped:
+            w.delete_documents_by_query(Query.boolean_query([(Occur.Must, _term("tenant", tenant)),
+                                                             (Occur.Must, _term(field, value))]))
+        for b in batches:
+            for d in docs_from_arrow(b):
+                w.add_document(d)
+        self._dirty = True
+        self.commit()
+
+
+def link_generation(source: TantivyChunks, root: str) -> bool:
+    """Lay out at ``root`` (a new index's directory) a copy of ``source``'s committed documents: its
+    segment files hard-linked (Tantivy writes each file once and never changes it; copied across
+    file systems), its meta copied. False when a file went away meanwhile (a merge's cleanup)."""
+    src = os.path.join(source.root, source.gen)
+    with open(os.path.join(src, "meta.json"), "rb") as f:
+        meta = f.read()
+    segments = {s["segment_id"].replace("-", "") for s in json.loads(meta)["segments"]}
+    gen = "g000001"
+    dst = os.path.join(root, gen)
+    os.makedirs(dst, exist_ok=True)
+    for name in os.listdir(src):
+        if name.split(".", 1)[0] not in segments:
+            continue
+        a, b = os.path.join(src, name), os.path.join(dst, name)
+        try:
+            try:
+                os.link(a, b)
+            except FileNotFoundError:
+                raise
+            except OSError:  # another file system
+                shutil.copyfile(a, b)
+        except FileNotFoundError:
+            return False
+    with open(os.path.join(dst, "meta.json"), "wb") as f:
+        f.write(meta)
+    with open(os.path.join(root, "CURRENT"), "w") as f:
+        f.write(gen)
+    return True
