@@ -254,6 +254,7 @@ class ChunkIndex(BulkRebuild, Projection):
         """Drop every row, the text index, the marks and the checkpoint."""
         with self._lock:
             self._bulk = None
+            self._buffer = None
             # the checkpoint first: a crash midway leaves "replay from 0", which is always right
             atomic_write_json(self._ckpt_path, {"checkpoint": {}})
             self._ckpt = {}
