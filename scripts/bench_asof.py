@@ -27,6 +27,22 @@ def _text(i: int) -> str:
     return f"message {i}: " + " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(14))
 
 
+def open_store(path):
+    """A store of this corpus, opened as every benchmark of it does: HashEmbedder 384-d, no fsync, extraction off."""
+    import eidetica
+    from eidetica.actors import MemoryConfig
+    from eidetica.providers import HashEmbedder
+
+    return eidetica.open(path, embedder=HashEmbedder(384), fsync="never", config=MemoryConfig(auto_extract=False))
+
+
+def fill(m, n: int) -> None:
+    """Write the benchmark corpus: ``n`` messages, ``extend`` in batches of 100 over 100 sessions of user "ada"."""
+    for lo in range(0, n, 100):
+        m.session(f"s{(lo // 100) % 100}", user="ada").extend(
+            [{"role": "user", "content": _text(i)} for i in range(lo, min(lo + 100, n))])
+
+
 def _p50(m, rounds: int = 3) -> float:
     times = []
     for _ in range(rounds):
@@ -49,17 +65,10 @@ def messages_arg(doc: str) -> int:
 def main() -> None:
     """Build, measure, print one JSON line."""
     n = messages_arg(__doc__)
-    import eidetica
-    from eidetica.actors import MemoryConfig
-    from eidetica.providers import HashEmbedder
-
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()
-        with eidetica.open(Path(d) / "s", embedder=HashEmbedder(384), fsync="never",
-                           config=MemoryConfig(auto_extract=False)) as m:
-            for lo in range(0, n, 100):
-                m.session(f"s{(lo // 100) % 100}", user="ada").extend(
-                    [{"role": "user", "content": _text(i)} for i in range(lo, min(lo + 100, n))])
+        with open_store(Path(d) / "s") as m:
+            fill(m, n)
             build_s = time.perf_counter() - t
             m.search("warm up", user="ada")
             head = m.log.head(0)

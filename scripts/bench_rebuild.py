@@ -19,23 +19,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_asof import _text, messages_arg  # a sibling script: the same corpus and sizes
+from bench_asof import fill, messages_arg, open_store  # a sibling script: the same corpus and sizes
 
 
 def main() -> None:
     """Build, rebuild both ways, print one JSON line."""
     n = messages_arg(__doc__)
-    import eidetica
-    from eidetica.actors import MemoryConfig
-    from eidetica.providers import HashEmbedder
-
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()
-        with eidetica.open(Path(d) / "s", embedder=HashEmbedder(384), fsync="never",
-                           config=MemoryConfig(auto_extract=False)) as m:
-            for lo in range(0, n, 100):
-                m.session(f"s{(lo // 100) % 100}", user="ada").extend(
-                    [{"role": "user", "content": _text(i)} for i in range(lo, min(lo + 100, n))])
+        with open_store(Path(d) / "s") as m:
+            fill(m, n)
             m.search("warm up", user="ada")
             build_s = time.perf_counter() - t
             events = sum(m.log.head(p) for p in range(m.log.partitions))
