@@ -34,7 +34,10 @@ class BulkBuffer:
     ``sent`` holds the names of the rows already sent (spilled): a delete or confidence change
     must reach LanceDB only when it names one of those. ``shadow``: buffered keys that replace
     a row already sent (the same key written again); when such a row is deleted here, the row
-    it replaced must leave LanceDB too.
+    it replaced must leave LanceDB too. Those LanceDB writes wait in ``deletes``, ``gone`` and
+    ``confs`` for the next spill, which runs them before it writes anything: they only remove or
+    change rows already sent, so running them late, together, changes nothing (a confidence
+    change replaces an older one of the same source: ``Marks`` only lets later ones through).
     """
 
     def __init__(self) -> None:
@@ -42,6 +45,9 @@ class BulkBuffer:
         self._by: dict[Name, set[str]] = {}
         self.sent: set[Name] = set()
         self.shadow: set[str] = set()
+        self.deletes: list[Pred] = []
+        self.gone: list[str] = []
+        self.confs: dict[tuple[str, str], tuple[Pred, float]] = {}
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -167,34 +173,36 @@ class BulkRebuild(Maintenance):
                 raise
 
     def _write_bulk(self, b: Any) -> None:
-        """Bulk mode's write: deletes and confidence changes on the buffered rows (and in LanceDB
-        only for the rows already sent there), then the batch's rows into the buffer."""
-        buf, lance = self._buffer, self._lance
+        """Bulk mode's write: deletes and confidence changes on the buffered rows (and, for the rows
+        already sent to LanceDB, queued for the next spill), then the batch's rows into the buffer."""
+        buf = self._buffer
         assert buf is not None
-        if b.deletes:
-            replaced = [k for p in b.deletes for k in buf.delete(p)]
-            sent = [p for p in b.deletes if buf.was_sent(p)]
-            if sent:
-                lance.delete(sent)
-            if replaced:
-                lance.delete_keys(replaced)
-        if b.confs:
-            updates = list(b.confs.values())
-            for p, conf in updates:
-                buf.set_confidence(p, conf)
-            sent_confs = [(p, conf) for p, conf in updates if buf.was_sent(p)]
-            if sent_confs:
-                lance.update_confidence(sent_confs)
-        buf.add(b.pending.values(), lance.keys)
+        for p in b.deletes:
+            buf.gone += buf.delete(p)
+            if buf.was_sent(p):
+                buf.deletes.append(p)
+        for p, conf in b.confs.values():
+            buf.set_confidence(p, conf)
+            if buf.was_sent(p):
+                buf.confs[(p.tenant, p.value)] = (p, conf)
+        buf.add(b.pending.values(), self._lance.keys)
         limit = self.bulk_rows if self.bulk_rows is not None else self.bulk_bytes // (4 * self.dim + 1024)
         if len(buf) > limit:
             self._spill()
 
     def _spill(self) -> list[pa.RecordBatch] | None:
-        """Send the buffered rows to LanceDB (fresh keys to the streamed append); returns them as
-        Arrow batches when they are every row of the table, else None."""
+        """Run the queued LanceDB deletes and confidence changes, then send the buffered rows (fresh
+        keys to the streamed append); returns them as Arrow batches when they are every row of the
+        table, else None."""
         buf, lance = self._buffer, self._lance
         assert buf is not None
+        if buf.deletes:
+            lance.delete(buf.deletes)
+        if buf.gone:
+            lance.delete_keys(buf.gone)
+        if buf.confs:
+            lance.update_confidence(list(buf.confs.values()))
+        buf.deletes, buf.gone, buf.confs = [], [], {}
         whole = not buf.sent
         rows = buf.take()
         known = lance.keys
