@@ -15,36 +15,28 @@ Last line: one JSON object.
 from __future__ import annotations
 
 import json
-import tempfile
 import time
-from pathlib import Path
 
-from bench_asof import fill, messages_arg, open_store  # a sibling script: the same corpus and sizes
+from bench_asof import corpus_store  # a sibling script: the same corpus and sizes
 
 
 def main() -> None:
     """Build, rebuild both ways, print one JSON line."""
-    n = messages_arg(__doc__)
-    with tempfile.TemporaryDirectory() as d:
-        t = time.perf_counter()
-        with open_store(Path(d) / "s") as m:
-            fill(m, n)
-            m.search("warm up", user="ada")
-            build_s = time.perf_counter() - t
-            events = sum(m.log.head(p) for p in range(m.log.partitions))
-            idx = m.index
-            default_rows = idx.bulk_rows
-            timings: dict[str, float] = {}
-            snaps = {}
-            for label, limit in (("unbuffered", 0), ("buffered", default_rows)):
-                idx.bulk_rows = limit
-                t = time.perf_counter()
-                m.rebuild()
-                timings[label] = time.perf_counter() - t
-                snaps[label] = idx.snapshot()
-            idx.bulk_rows = default_rows
-            rows = len(snaps["buffered"]["lance"])
-            same = snaps["unbuffered"] == snaps["buffered"] and snaps["buffered"]["lance"] == snaps["buffered"]["text"]
+    with corpus_store(__doc__) as (m, n, build_s):
+        events = sum(m.log.head(p) for p in range(m.log.partitions))
+        idx = m.index
+        default_rows = idx.bulk_rows
+        timings: dict[str, float] = {}
+        snaps = {}
+        for label, limit in (("unbuffered", 0), ("buffered", default_rows)):
+            idx.bulk_rows = limit
+            t = time.perf_counter()
+            m.rebuild()
+            timings[label] = time.perf_counter() - t
+            snaps[label] = idx.snapshot()
+        idx.bulk_rows = default_rows
+        rows = len(snaps["buffered"]["lance"])
+        same = snaps["unbuffered"] == snaps["buffered"] and snaps["buffered"]["lance"] == snaps["buffered"]["text"]
     out = {"messages": n, "events": events, "rows": rows, "build_s": round(build_s, 1),
            "unbuffered_s": round(timings["unbuffered"], 2), "buffered_s": round(timings["buffered"], 2),
            "speedup": round(timings["unbuffered"] / timings["buffered"], 2), "same_rows": same}
