@@ -17,28 +17,22 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_asof import _text, messages_arg  # a sibling script: the same corpus and sizes
+from bench_asof import fill, messages_arg, open_store  # a sibling script: the same corpus and sizes
 
 
 def main() -> None:
     """Build, measure both, print one JSON line."""
     n = messages_arg(__doc__)
-    import eidetica
     from eidetica._compaction import plan_compaction
-    from eidetica.actors import MemoryConfig
-    from eidetica.providers import HashEmbedder
 
     d = Path(tempfile.mkdtemp())
-    cfg = MemoryConfig(auto_extract=False)
 
-    def store(name: str) -> eidetica.Memory:
-        return eidetica.open(d / name, embedder=HashEmbedder(384), fsync="never", config=cfg)
+    def store(name: str):
+        return open_store(d / name)
 
     try:
         with store("a") as m:
-            for lo in range(0, n, 100):
-                m.session(f"s{(lo // 100) % 100}", user="ada").extend(
-                    [{"role": "user", "content": _text(i)} for i in range(lo, min(lo + 100, n))])
+            fill(m, n)
             for k in range(min(50, n // 100)):  # one message in each of (up to) 50 sessions
                 m.session(f"s{k}", user="ada").forget_message(5)
         shutil.copytree(d / "a", d / "b")

@@ -50,6 +50,7 @@ RANKING = "src/eidetica/projections/_ranking.py"
 TANTIVY = "src/eidetica/projections/_tantivy.py"
 ROWS = "src/eidetica/projections/_rows.py"
 CONFIG = "src/eidetica/actors/_config.py"
+REBUILD = "src/eidetica/projections/_rebuild.py"
 
 MUTANTS = [
     Mutant("no fdatasync before acknowledging", ARROW,
@@ -162,6 +163,16 @@ MUTANTS = [
     Mutant("state: a schedule decoded from its snapshot row not kept", "src/eidetica/projections/_state.py",
            "            x = d[schedule_id] = _schedule_from_row(u, x)\n", "            x = _schedule_from_row(u, x)\n",
            ("tests/test_user_actor_snapshots.py::test_notes_items_schedules_from_snapshot_equal_full_replay",)),
+    # session 12: the chunk index's bulk buffer (a rebuild must equal the incremental index)
+    Mutant("bulk rebuild: deletes of spilled rows never reach LanceDB", REBUILD,
+           "            lance.delete(buf.deletes)\n", "            pass\n",
+           ("tests/test_rebuild_bulk.py",)),
+    Mutant("bulk rebuild: a deleted row that replaced a spilled one leaves the old one", REBUILD,
+           "            lance.delete_keys(buf.gone)\n", "            pass\n",
+           ("tests/test_rebuild_bulk.py",)),
+    Mutant("bulk rebuild: confidence changes skip buffered rows", REBUILD,
+           "                r.confidence = conf\n", "                pass\n",
+           ("tests/test_rebuild_bulk.py",)),
 ]
 
 

@@ -63,6 +63,7 @@ import datetime as dt
 import logging
 import math
 import os
+import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -189,6 +190,10 @@ class ChunkIndex(BulkRebuild, Projection):
         if meta is None:
             atomic_write_json(self._meta_path, self._meta)
         self._lock = threading.RLock()
+        if self._meta.get("rebuilding"):
+            # an interrupted rebuild or reset (see reset): its rows are discarded below, and a table
+            # whose drop was cut short may not even open
+            shutil.rmtree(os.path.join(self.path, "lance"), ignore_errors=True)
         self._lance = LanceChunks(os.path.join(self.path, "lance"), dim, ann)
         if self._lance.stored_dim() != dim:
             raise DimensionMismatch(self._lance.stored_dim(), dim)
@@ -197,8 +202,8 @@ class ChunkIndex(BulkRebuild, Projection):
         self._lance.scans.cache_rows = scan_cache_rows
         self._text = TantivyChunks(os.path.join(self.path, "text"))
         # Keys Tantivy may hold that LanceDB does not. LanceDB is written first, so a process
-        # that died between a LanceDB delete or drop and the Tantivy commit left such documents
-        # (a reset killed there: a checkpoint of "replay from 0" and a full Tantivy index). The
+        # that died between a LanceDB delete and the Tantivy commit left such documents (a reset
+        # killed between its drop and Tantivy's is flagged and redone on open, see reset). The
         # replay must not take them for new keys (``lance.keys`` is rebuilt from LanceDB's live
         # rows only) and skip their delete-by-key: that duplicated them in Tantivy. A superset
         # (the term dictionary keeps deleted, unmerged documents' keys): an extra delete is a
@@ -254,7 +259,12 @@ class ChunkIndex(BulkRebuild, Projection):
         """Drop every row, the text index, the marks and the checkpoint."""
         with self._lock:
             self._bulk = None
-            # the checkpoint first: a crash midway leaves "replay from 0", which is always right
+            self._buffer = None
+            # flagged first: a process killed midway (a table half dropped, Tantivy still full)
+            # reopens into another reset (see __init__)
+            self._meta["rebuilding"] = True
+            atomic_write_json(self._meta_path, self._meta)
+            # then the checkpoint: "replay from 0" is always right
             atomic_write_json(self._ckpt_path, {"checkpoint": {}})
             self._ckpt = {}
             self._lance.drop()

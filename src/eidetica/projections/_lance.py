@@ -260,19 +260,22 @@ class LanceChunks:
         yield from q.to_batches()
 
     # -- writing -----------------------------------------------------------------------
-    def bulk_add(self, rows: Sequence[Row]) -> None:
-        """Append rows whose keys are new through one streamed add (see ``StreamedAdd``).
+    def bulk_add(self, rows: Sequence[Row]) -> pa.RecordBatch | None:
+        """Append rows whose keys are new through one streamed add (see ``StreamedAdd``); returns
+        the batch queued, without its vectors (None when there were no rows).
 
         The rows are neither visible nor durable until ``flush_bulk()``; every other write
         flushes first, so writes still apply in order.
         """
         if not rows:
-            return
+            return None
         if self._stream is None:
             self._stream = StreamedAdd(self.table, schema(self.dim))
-        self._stream.put(rows_to_batch(rows, self.dim))
+        batch = rows_to_batch(rows, self.dim)
+        self._stream.put(batch)
         self.keys.update(hash(r.key) for r in rows)
         self.scans.clear()  # a rebuild: reloaded from the table on the next query
+        return batch.select([c for c in _COLUMNS if c != "time"])
 
     def flush_bulk(self) -> None:
         """Commit the open streamed add, if any."""
@@ -296,6 +299,13 @@ class LanceChunks:
         for i in range(0, len(preds), _MAX_OR):
             self.table.delete(" OR ".join(p.sql() for p in preds[i : i + _MAX_OR]))
         self.scans.delete(preds)
+
+    def delete_keys(self, keys: Sequence[str]) -> None:
+        """Delete the rows with these keys."""
+        self.flush_bulk()
+        for i in range(0, len(keys), 512):
+            self.table.delete("key IN (" + ", ".join(sql_str(k) for k in keys[i : i + 512]) + ")")
+        self.scans.clear()
 
     def update_confidence(self, updates: Sequence[tuple[Pred, float]]) -> None:
         """Set ``confidence`` on the rows each predicate covers."""
