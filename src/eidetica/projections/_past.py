@@ -132,7 +132,7 @@ def derive_past(live_rows: pa.Table, tail: Sequence[pa.RecordBatch], prefix: Seq
         if rows:
             side_events.extend(events_from_batch(b.take(pa.array(rows, pa.int64()))))
     with tempfile.TemporaryDirectory(prefix="eidetica-past-") as tmp:
-        side = ChunkIndex(tmp, dim=dim, scan_rows=0)
+        side = ChunkIndex(tmp, dim=dim, scan_rows=0, ann_threshold=2**62)  # read once, never searched
         try:
             side.begin_rebuild()
             view = ModelView(side, model_id)
