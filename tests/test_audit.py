@@ -256,6 +256,25 @@ def test_forget_message_cascades_to_facts_summary_and_index(mem) -> None:
     assert e.value.field == "sequence"
 
 
+def test_a_past_read_after_compact_holds_no_forgotten_text(mem, clock) -> None:
+    """A server keeps its past views: ``compact`` must drop them, or one read before the erasure
+    keeps serving the forgotten text (and offsets moved with the rewritten log)."""
+    _say(mem, clock, "v", "the vault code is 7741", 1)
+    _say(mem, clock, "v", "nothing else to say", 2)
+    cut = mem.written[0]
+
+    def said(view) -> list[str]:
+        return [x.content for x in view.session("v", user="u").history()]
+
+    with mem.as_of(cut) as past:
+        assert "the vault code is 7741" in said(past)
+    mem.session("v", user="u").forget_message(0)
+    mem.compact()
+    with mem.as_of(cut) as past:
+        assert not [t for t in said(past) if "7741" in t]
+        assert not [h for h in past.search("vault code 7741", user="u", min_score=0.0) if "7741" in h.text]
+
+
 def test_forget_session_cascades_to_its_facts(mem) -> None:
     _say(mem, Clock(), "a", "I work as a pirate.", 1)
     _say(mem, Clock(), "a", "I work as a nurse.", 2)

@@ -197,3 +197,11 @@ class PastViews:
         for v in gone:
             v.close()
         return view
+
+    def clear(self) -> None:
+        """Close every view: after ``compact`` the log's offsets changed and forgotten text must go
+        (a view's files hold what the store held then)."""
+        with self._lock:
+            gone, self._views = list(self._views.values()), {}
+        for v in gone:
+            v.close()
