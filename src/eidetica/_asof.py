@@ -21,7 +21,6 @@ temporary directory.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import shutil
 import tempfile
@@ -139,19 +138,24 @@ def as_of(m: Any, when: Any) -> Any:
     past = PastLog(m.log.partitions, label)
     tmp = Path(tempfile.mkdtemp(prefix="eidetica-asof-"))
     try:
-        dest = tmp / "index" / model_slug(m.views.model_id) if live is not None else tmp
-        rows = None
-        with live._lock if live is not None else contextlib.nullcontext():  # the live index holds still meanwhile
-            tail = _copy(m.log, seen, past, live.checkpoint() if live is not None else None)
-            if live is not None and tail is not None:
+        dest = tmp / "index" / model_slug(m.views.model_id)
+        applied = rows = None
+        linked = False
+        if live is not None:
+            with live._lock:  # the live index holds still while its rows, files and checkpoint are taken
+                applied = live.checkpoint()
                 linked = link_generation(live._text, str(dest / "text"))
-                if not linked:
-                    shutil.rmtree(dest / "text", ignore_errors=True)
                 rows = rows_of(live)
-        if rows is not None:
+        # the log only grows: it holds every event the index applied, and what came since stays out
+        tail = _copy(m.log, seen, past, applied)
+        if tail is not None and rows is not None:
+            if not linked:
+                shutil.rmtree(dest / "text", ignore_errors=True)  # partly linked: built from the rows instead
             prefix = [b for p in parts for b in past.read_batches(partition=p)]
-            derive_past(rows, tail or [], prefix, dest, dim=m.embedder.dim, model_id=m.views.model_id,
+            derive_past(rows, tail, prefix, dest, dim=m.embedder.dim, model_id=m.views.model_id,
                         checkpoint={p: past.head(p) for p in parts}, linked=linked)
+        else:
+            shutil.rmtree(dest, ignore_errors=True)  # folded from the copy instead
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
