@@ -25,6 +25,7 @@ import datetime as dt
 import shutil
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -162,7 +163,22 @@ def as_of(m: Any, when: Any) -> Any:
     view = scratch_memory(type(m), past, "eidetica-asof-", tmp, tenant=m.tenant, embedder=m.embedder,
                           llm=m.llm, config=m.config, clock=m.clock)
     view.as_of_label = label
+    _OPEN[view] = m.log
     return view
+
+
+# every open past view, by the log it copied: ``compact`` closes them (see close_views)
+_OPEN: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+
+
+def close_views(log: Any) -> int:
+    """Close every open past view of ``log``; returns how many. ``compact`` calls it: a view's files hold
+    what the store held then (forgotten text included), and the rewritten log's offsets moved."""
+    views = [v for v, source in list(_OPEN.items()) if source is log and not v._closed]
+    for v in views:
+        _OPEN.pop(v, None)
+        v.close()
+    return len(views)
 
 
 def parse_moment(at: str) -> Any:

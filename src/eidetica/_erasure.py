@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ._asof import close_views
 from ._audit import who
 from ._compaction import plan_compaction
 from .actors import LocalRuntime
@@ -287,6 +288,7 @@ def compact(m: Any) -> dict[str, Any]:
         what = _forgotten(m.log, redact)
         report = m.log.redact(redact)  # type: ignore[attr-defined]
         m.views.fresh(m.embedder)
+    closed = close_views(m.log)  # their temporary copies hold what the store held before the erasure
     if isinstance(m.runtime, LocalRuntime):
         m.runtime.close()  # actors refold from the compacted log
     m.actor_snapshots.clear()  # and what closing the actors wrote: they may hold forgotten text
@@ -306,6 +308,7 @@ def compact(m: Any) -> dict[str, Any]:
         "files_rewritten": sorted(f for f, st in after.items() if before.get(f) != st),
         "files_removed": sorted(set(before) - set(after)),
         "kept_elsewhere": len(kept),
+        "past_views_closed": closed,
         "found_in": found,
         "verified": not found,
     }

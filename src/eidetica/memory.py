@@ -320,6 +320,8 @@ class Memory:
         ``buffer=N`` keeps up to N appends locally and writes them in one call (one round
         trip on Ray) when full, after ``flush_seconds``, or before any read.
         """
+        if self._closed:
+            raise InvalidInput("memory", "is closed")
         check_id("session_id", session_id)
         check_id("user", user)
         if strategy is not None and strategy not in STRATEGIES:
