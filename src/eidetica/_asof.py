@@ -112,15 +112,17 @@ def _copy(log: Any, seen: Callable[[pa.Table, int], Any], past: PastLog,
         events = pa.Table.from_batches(list(log.read_batches(partition=p)), schema=LOG_SCHEMA)
         keep = pc.or_(seen(events, p), pc.starts_with(events.column("stream"), "meta:"))
         n = pc.sum(keep).as_py() or 0
-        # usually the moment is a prefix of the log: slices, no copy (the payloads hold vectors)
-        prefix = n == events.num_rows or not keep[n].as_py() and pc.all(keep.slice(0, n)).as_py() is not False
+        # usually the moment is a prefix of the log (its n events are the first n): slices, no copy
+        # (the payloads hold vectors)
+        prefix = pc.all(keep.slice(0, n)).as_py() is not False
         kept = events.slice(0, n) if prefix else _renumbered(events.filter(keep))
         if applied is not None:
             done = applied.get(p, 0)
             after = (events.slice(n, max(done - n, 0)) if prefix
                      else events.filter(pc.and_(pc.invert(keep), pc.less(events.column("offset"), done))))
             tail.extend(after.to_batches())
-            late = late or (n > 0 and pc.max(kept.column("offset")).as_py() >= done)
+            last = pc.max(events.column("offset").filter(keep)).as_py()  # the log's offsets, not the copy's
+            late = late or (last is not None and last >= done)
         for batch in kept.to_batches():
             past.load(p, batch)
     past._loading = False
@@ -139,10 +141,10 @@ def as_of(m: Any, when: Any) -> Any:
     past = PastLog(m.log.partitions, label)
     tmp = Path(tempfile.mkdtemp(prefix="eidetica-asof-"))
     try:
-        dest = tmp / "index" / model_slug(m.views.model_id)
         applied = rows = None
         linked = False
         if live is not None:
+            dest = tmp / "index" / model_slug(m.views.model_id)
             with live._lock:  # the live index holds still while its rows, files and checkpoint are taken
                 applied = live.checkpoint()
                 linked = link_generation(live._text, str(dest / "text"))
@@ -155,8 +157,8 @@ def as_of(m: Any, when: Any) -> Any:
             prefix = [b for p in parts for b in past.read_batches(partition=p)]
             derive_past(rows, tail, prefix, dest, dim=m.embedder.dim, model_id=m.views.model_id,
                         checkpoint={p: past.head(p) for p in parts}, linked=linked)
-        else:
-            shutil.rmtree(dest, ignore_errors=True)  # folded from the copy instead
+        elif live is not None:
+            shutil.rmtree(dest, ignore_errors=True)  # events the index had not applied: folded from the copy instead
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -205,6 +207,8 @@ class PastViews:
         heads = () if isinstance(when, int) else tuple(m.log.head(p) for p in range(m.log.partitions))
         key = (m.tenant, at, heads)  # a later write may carry an earlier time: a datetime's past depends on the head
         with self._lock:
+            for k in [k for k, v in self._views.items() if v._closed]:  # closed by ``compact`` (close_views)
+                del self._views[k]
             view = self._views.pop(key, None)
             if view is not None:
                 self._views[key] = view  # most recently used last
@@ -217,11 +221,3 @@ class PastViews:
         for v in gone:
             v.close()
         return view
-
-    def clear(self) -> None:
-        """Close every view: after ``compact`` the log's offsets changed and forgotten text must go
-        (a view's files hold what the store held then)."""
-        with self._lock:
-            gone, self._views = list(self._views.values()), {}
-        for v in gone:
-            v.close()

@@ -53,6 +53,7 @@ _ANALYZER = (
 )
 K1 = 1.2
 B = 0.75
+FIRST_GENERATION = "g000001"  # a new index's generation directory (a root with no CURRENT starts there)
 
 
 def tokens(text: str) -> list[str]:
@@ -206,7 +207,7 @@ class TantivyChunks:
         os.makedirs(root, exist_ok=True)
         gen = self._current()
         if gen is None:
-            gen = "g000001"
+            gen = FIRST_GENERATION
             os.makedirs(os.path.join(root, gen), exist_ok=True)
             self._set_current(gen)
         self.gen = gen
@@ -533,31 +534,23 @@ class TantivyChunks:
 
 
 def link_generation(source: TantivyChunks, root: str) -> bool:
-    """Lay out at ``root`` (a new index's directory) a copy of ``source``'s committed documents: its
-    segment files hard-linked (Tantivy writes each file once and never changes it; copied across
-    file systems), its meta copied. False when a file went away meanwhile (a merge's cleanup)."""
+    """Lay out at ``root`` (a new index's directory) a copy of ``source``'s committed documents as its
+    first generation: the segment files hard-linked (Tantivy writes each file once and never changes
+    it; copied across file systems), the meta copied. False when a file went away meanwhile (a
+    merge's cleanup)."""
     src = os.path.join(source.root, source.gen)
     with open(os.path.join(src, "meta.json"), "rb") as f:
         meta = f.read()
     segments = {s["segment_id"].replace("-", "") for s in json.loads(meta)["segments"]}
-    gen = "g000001"
-    dst = os.path.join(root, gen)
+    dst = os.path.join(root, FIRST_GENERATION)
     os.makedirs(dst, exist_ok=True)
+    place = os.link if os.stat(src).st_dev == os.stat(dst).st_dev else shutil.copyfile
     for name in os.listdir(src):
-        if name.split(".", 1)[0] not in segments:
-            continue
-        a, b = os.path.join(src, name), os.path.join(dst, name)
-        try:
+        if name.split(".", 1)[0] in segments:
             try:
-                os.link(a, b)
+                place(os.path.join(src, name), os.path.join(dst, name))
             except FileNotFoundError:
-                raise
-            except OSError:  # another file system
-                shutil.copyfile(a, b)
-        except FileNotFoundError:
-            return False
+                return False
     with open(os.path.join(dst, "meta.json"), "wb") as f:
         f.write(meta)
-    with open(os.path.join(root, "CURRENT"), "w") as f:
-        f.write(gen)
     return True
