@@ -328,13 +328,17 @@ def make_embedder(name: str) -> Any:
 DEFAULT_EMBED_CACHE = Path.home() / ".cache" / "eidetica-eval"
 
 
-def cached_embedder(inner: Any, cache_dir: Path) -> Any:
+def cached_embedder(inner: Any, cache_dir: Path, shards: bool = False) -> Any:
     """``inner`` behind a disk cache of its vectors by text hash (``<cache_dir>/<model>.npz``).
 
     The LoCoMo turns are the same from run to run: a grid or a ranking change re-runs the
     evaluation without re-embedding 2,760 turns on a shared machine. The cache is used while
     ``use_disk`` is True (ingest, grid scoring); timed queries turn it off so their latency
     includes the query's embedding. ``save()`` writes new vectors (atomic rename).
+
+    ``shards``: several processes share the directory (``eval_longmemeval --jobs``): every
+    ``<model>*.npz`` is read, and ``save()`` writes only this process's new vectors to a file
+    of its own (``<model>.<pid>-<n>.npz``), so no process overwrites another's.
     """
     import hashlib
 
@@ -354,9 +358,13 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
             self.use_disk = True
             self.vectors: dict[bytes, np.ndarray] = {}
             self.dirty = False
-            if self.path.exists():
-                with np.load(self.path) as z:
-                    self.vectors = dict(zip((bytes(k) for k in z["keys"]), z["vectors"]))
+            self.fresh: set[bytes] = set()  # computed by this process (what a shard saves)
+            self.saves = 0
+            found = sorted(self.path.parent.glob(self.path.stem + "*.npz")) if shards else [self.path]
+            for f in found:
+                if f.exists() and not f.name.endswith(".tmp.npz"):
+                    with np.load(f) as z:
+                        self.vectors.update(zip((bytes(k) for k in z["keys"]), z["vectors"]))
 
         def _embed_uncached(self, texts: list[str]) -> np.ndarray:
             if not self.use_disk:
@@ -367,6 +375,7 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
                 fresh = self.inner.embed([texts[i] for i in todo])
                 for i, v in zip(todo, fresh):
                     self.vectors[keys[i]] = v
+                    self.fresh.add(keys[i])
                 self.dirty = True
             return np.stack([self.vectors[k] for k in keys]).astype(np.float32)
 
@@ -378,10 +387,16 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
             if not self.dirty:
                 return
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp.npz")
+            target = self.path
             keys = list(self.vectors)
+            if shards:
+                self.saves += 1
+                target = self.path.with_name(f"{self.path.stem}.{os.getpid()}-{self.saves}.npz")
+                keys = list(self.fresh)
+            tmp = target.with_suffix(".tmp.npz")
             np.savez(tmp, keys=np.array(keys, dtype="S16"), vectors=np.stack([self.vectors[k] for k in keys]))
-            os.replace(tmp, self.path)
+            os.replace(tmp, target)
+            self.fresh.clear()
             self.dirty = False
 
     return DiskCached()
