@@ -242,50 +242,65 @@ def evaluate_question(m: Any, q: LmeQuestion, emb: Any, budgets: Sequence[int]) 
 _WORKER: dict[str, Any] = {}
 
 
-def _worker_init(embedder: str, cache: str | None) -> None:
+def _worker_init(embedder: str, cache: str | None, stores: str | None = None) -> None:
     emb = make_embedder(embedder)
     if cache:
         emb = cached_embedder(emb, Path(cache), shards=True)
-    _WORKER.update(emb=emb, llm=make_llm(None, "", ""))
+    _WORKER.update(emb=emb, llm=make_llm(None, "", ""), stores=stores)
+
+
+READY = "ingested"  # marker file of a kept store whose history is complete
 
 
 def _run_one(args: tuple[LmeQuestion, tuple[int, ...]]) -> dict[str, Any]:
     q, budgets = args
-    emb, llm = _WORKER["emb"], _WORKER["llm"]
-    root = Path(tempfile.mkdtemp(prefix="eidetica-lme-"))
+    emb, llm, stores = _WORKER["emb"], _WORKER["llm"], _WORKER.get("stores")
+    # ``--stores``: a question's store is kept and reused (query-side changes re-run without re-ingesting)
+    root = Path(stores) / q.qid if stores else Path(tempfile.mkdtemp(prefix="eidetica-lme-"))
+    reuse = bool(stores) and (root / READY).exists()
+    if stores and not reuse:
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
     try:
         m = open_memory(root, TENANT, emb, llm)
         try:
             t0 = time.perf_counter()
             _use_disk(emb, True)
-            ingest(m, q)
+            if reuse:
+                m.stats()
+            else:
+                ingest(m, q)
             _use_disk(emb, False)  # timed queries pay for their own embedding
             ingest_s = time.perf_counter() - t0
             row = evaluate_question(m, q, emb, budgets)
-            row["ingest_s_cached"] = round(ingest_s, 2)
-            return row
+            row["ingest_s_cached"] = None if reuse else round(ingest_s, 2)
         finally:
             _use_disk(emb, True)
             m.close()
+        if stores and not reuse:
+            (root / READY).touch()
+        return row
     finally:
         getattr(emb, "save", lambda: None)()
-        shutil.rmtree(root, ignore_errors=True)
+        if not stores:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def run_questions(questions: Sequence[LmeQuestion], *, budgets: Sequence[int], jobs: int, embedder: str,
-                  cache: Path | None, log: Any) -> list[dict[str, Any]]:
+                  cache: Path | None, log: Any, stores: Path | None = None) -> list[dict[str, Any]]:
     """Evaluate every question (``jobs`` processes); rows in question order."""
     work = [(q, tuple(budgets)) for q in questions]
     rows: list[dict[str, Any]] = []
+    init = (embedder, str(cache) if cache else None, str(stores) if stores else None)
     if jobs <= 1:
-        _worker_init(embedder, str(cache) if cache else None)
+        _worker_init(*init)
         for i, w in enumerate(work):
             rows.append(_run_one(w))
             log(f"[{i + 1}/{len(work)}] {_brief(rows[-1])}")
         return rows
     import multiprocessing as mp
 
-    with mp.get_context("spawn").Pool(jobs, _worker_init, (embedder, str(cache) if cache else None)) as pool:
+    with mp.get_context("spawn").Pool(jobs, _worker_init, init) as pool:
         for i, row in enumerate(pool.imap(_run_one, work)):
             rows.append(row)
             log(f"[{i + 1}/{len(work)}] {_brief(row)}")
@@ -430,6 +445,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--embedder", default="local", choices=("local", "hash"), help="local MiniLM (default) or hash")
     ap.add_argument("--embed-cache", default=str(DEFAULT_EMBED_CACHE / "longmemeval"),
                     help="directory of the turn-vector disk cache (default: %(default)s); 'none' turns it off")
+    ap.add_argument("--stores", default=None,
+                    help="keep each question's store in this directory and reuse it when complete (for query-side "
+                         "changes only: a change to what ingest writes needs a fresh directory)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line (progress to stderr)")
     ap.add_argument("--out", default=None, help="also write every question's row and the summary to this file")
     args = ap.parse_args(argv)
@@ -450,13 +468,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = (lambda s: print(s, file=sys.stderr, flush=True)) if args.json else (lambda s: print(s, flush=True))
     cache = None if args.embed_cache == "none" else Path(args.embed_cache)
     t0 = time.perf_counter()
-    rows = run_questions(questions, budgets=budgets, jobs=args.jobs, embedder=args.embedder, cache=cache, log=log)
+    rows = run_questions(questions, budgets=budgets, jobs=args.jobs, embedder=args.embedder, cache=cache, log=log,
+                         stores=Path(args.stores) if args.stores else None)
     summary = summarise(rows, budgets)
     summary["eval_s"] = round(time.perf_counter() - t0, 1)
     answerable = [q for q in questions if not q.abstention]
     if args.ingest_questions > 0:
         summary["ingest"] = measure_ingest(answerable[:args.ingest_questions], args.embedder, args.embed_batch)
-    summary.update(split=args.split, types=types or "all", budgets=list(budgets), jobs=args.jobs,
+    summary.update(stores_reused=sum(1 for r in rows if r.get("ingest_s_cached") is None), split=args.split, types=types or "all", budgets=list(budgets), jobs=args.jobs,
                    embedder=make_embedder(args.embedder).model_id,
                    embed_cache=("disk cache of the default embedder's own vectors (model id + text hash): "
                                 "the same vectors, so the same figures" if cache else "none"))
