@@ -1,8 +1,7 @@
 """Imports point one way: facade / server / client / ray host -> actors -> projections -> events.
 
-Providers sit beside events; ``errors`` (and ``_blas``, NumPy's BLAS thread control, and ``_observe``,
-the metrics port) is the
-floor everyone may import. Every import is
+Providers sit beside events; ``errors`` and ``_util`` (NumPy's BLAS thread control, the metrics
+port) are the floor everyone may import. Every import is
 counted, the lazy ones inside functions included (a lazy upward import is still an upward
 edge, and it was how the one cycle we had hid).
 """
@@ -15,7 +14,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "eidetica"
 
 # rank of each layer; a module may import its own layer or a lower rank only
-RANKS = {"errors": 0, "_blas": 0, "_observe": 0, "events": 1, "providers": 1, "projections": 2, "actors": 3}
+RANKS = {"errors": 0, "_util": 0, "events": 1, "providers": 1, "projections": 2, "actors": 3}
 TOP = 4  # the facade, the Ray host, the server, the client, the cli, integrations, ...
 
 
@@ -121,7 +120,7 @@ def test_no_import_cycle() -> None:
 
 def test_events_import_only_errors() -> None:
     graph = _graph()
-    outside = {d for s, ds in graph.items() if _layer(s) == "events" for d in ds if _layer(d) not in ("events", "errors", "_observe")}
+    outside = {d for s, ds in graph.items() if _layer(s) == "events" for d in ds if _layer(d) not in ("events", "errors", "_util")}
     assert outside == set()
 
 
