@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import eidetica
-import eidetica._client
+import eidetica._remote.client
 from eidetica.actors import MemoryConfig, Summarizer
 from eidetica.errors import EmbeddingModelChanged, EventIdConflict, InvalidInput, NotFound, WrongExpectedVersion
 from eidetica.events.streams import facts_stream, session_stream, summary_stream
@@ -150,7 +150,7 @@ def wait_for_lock_release(lock_path, timeout: float = 60.0) -> None:
 
 def is_remote(m) -> bool:
     """A client of a served store (sync or async)."""
-    return isinstance(m.face.sync_object if is_async(m) else m, eidetica._client.RemoteMemory)
+    return isinstance(m.face.sync_object if is_async(m) else m, eidetica._remote.client.RemoteMemory)
 
 
 def is_async(m) -> bool:

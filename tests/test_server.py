@@ -31,7 +31,7 @@ ENV = dict(os.environ, EIDETICA_MODEL="hash-64")
 def test_errors_cross_the_http_body_with_their_fields() -> None:
     """The client raises the server's error again, fields in their types (JSON makes a dict's int keys strings)."""
     from eidetica import errors
-    from eidetica._wire import error_body, error_from_body, status_of
+    from eidetica._remote.wire import error_body, error_from_body, status_of
 
     cases = [
         errors.InvalidInput("min_offset", "must be an offset (int) or {partition: offset}", {"0": "x"}),

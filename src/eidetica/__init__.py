@@ -10,9 +10,9 @@ from .errors import __all__ as _errors_all
 from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
 from .memory import Memory, SessionHandle, open
-from ._client import connect
-from ._aio import AsyncMemory
-from ._aclient import connect_async
+from ._remote.client import connect
+from ._remote.aio import AsyncMemory
+from ._remote.aclient import connect_async
 
 __version__ = "0.1.0"
 

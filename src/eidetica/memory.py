@@ -34,7 +34,7 @@ from .actors._text import check_id, check_metadata, check_text, sanitize_categor
 from .errors import InvalidInput, ProviderError, ReplicaBehind
 from .events import ArrowLog, EventLog, RecordedEvent
 from ._pending import WRITE_ERROR_MODES, PendingWrites
-from ._wire import floor_from_json
+from ._remote.wire import floor_from_json
 from .events.streams import parse_stream
 from .projections import LocalViews, NoteInfo, SearchHit
 from . import _context

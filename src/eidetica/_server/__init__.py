@@ -10,7 +10,7 @@ import socket
 import sys
 from typing import Any
 
-from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES
+from .._remote.wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES
 from ..errors import InvalidInput
 from ..memory import Memory
 from ._app import Guard, create_app, is_loopback

@@ -35,7 +35,7 @@ from ..events.streams import parse_stream
 from ..memory import Memory
 from ..projections._ranking import MIN_SCORE, SEARCH_KINDS
 from .._transfer import event_row
-from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
+from .._remote.wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
 from ._keys import KeyStore
 
 __all__ = ["create_app", "is_loopback"]

@@ -22,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from .._util import observe as _observe
 from ..errors import Unauthorized
 from ..memory import Memory
-from .._wire import error_body, status_of
+from .._remote.wire import error_body, status_of
 from ._keys import KeyStore
 from ._tracing import finish_span, request_span
 

@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from .. import _inspect
 from ..errors import EideticaError, InvalidInput, Unauthorized
 from ..memory import Memory
-from .._wire import error_body, status_of
+from .._remote.wire import error_body, status_of
 
 __all__ = ["mount_ui", "COOKIE"]
 

@@ -27,11 +27,11 @@ from typing import Any, Awaitable, Callable
 
 import greenback
 
-from ._client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
-from ._items import Items
-from .actors.schedules import Schedules
-from .errors import InvalidInput
-from .memory import Memory, SessionHandle
+from .client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
+from .._items import Items
+from ..actors.schedules import Schedules
+from ..errors import InvalidInput
+from ..memory import Memory, SessionHandle
 
 __all__ = ["AsyncFace", "AsyncMemory", "portal"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from . import errors
+from .. import errors
 
 __all__ = ["STATUS", "error_body", "error_from_body", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES", "WRITTEN_HEADER",
            "floor_from_json"]

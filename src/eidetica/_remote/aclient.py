@@ -21,9 +21,9 @@ from typing import Any
 import greenback
 import httpx
 
-from ._aio import AsyncFace, AsyncMemory, portal
-from ._transfer import write_export
-from ._client import POOL, RemoteMemory
+from .aio import AsyncFace, AsyncMemory, portal
+from .._transfer import write_export
+from .client import POOL, RemoteMemory
 
 __all__ = ["connect_async", "aio"]
 
