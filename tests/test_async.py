@@ -16,7 +16,7 @@ import pytest
 
 import eidetica
 from eidetica._remote.client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
-from eidetica._items import Items
+from eidetica._store.items import Items
 from eidetica.actors.schedules import Schedules
 from eidetica.errors import InvalidInput, NotFound
 from eidetica.memory import Memory, SessionHandle

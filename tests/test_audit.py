@@ -311,7 +311,7 @@ def test_compact_after_forget_message_leaves_no_byte_and_says_so(tmp_path) -> No
     for f in store.rglob("*"):
         if f.is_file():
             assert MARK.encode() not in f.read_bytes(), f
-    from eidetica._erasure import verify
+    from eidetica._store.erasure import verify
 
     with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:  # through the engines too
         assert verify(store, m.views.index, {MARK}) == []

@@ -63,7 +63,7 @@ def _at(m: Any, as_of: str | None) -> Iterator[Any]:
     if as_of is None:
         yield m
         return
-    from ._asof import parse_moment
+    from ._store.asof import parse_moment
 
     with m.as_of(parse_moment(as_of)) as past:
         yield past

@@ -22,7 +22,7 @@ import greenback
 import httpx
 
 from .aio import AsyncFace, AsyncMemory, portal
-from .._transfer import write_export
+from .._store.transfer import write_export
 from .client import POOL, RemoteMemory
 
 __all__ = ["connect_async", "aio"]

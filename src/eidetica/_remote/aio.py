@@ -28,7 +28,7 @@ from typing import Any, Awaitable, Callable
 import greenback
 
 from .client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
-from .._items import Items
+from .._store.items import Items
 from ..actors.schedules import Schedules
 from ..errors import InvalidInput
 from ..memory import Memory, SessionHandle

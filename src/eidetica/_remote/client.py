@@ -36,10 +36,10 @@ import msgspec
 from ..actors import STRATEGIES, Hit, Message
 from ..actors.schedules import ScheduleInfo
 from ..errors import InvalidInput, NotFound, Unavailable
-from .._context import CONTEXT_TOKENS
+from .._store.context import CONTEXT_TOKENS
 from ..projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS
 from ..projections._state import ItemInfo, NoteInfo, SessionInfo
-from .._transfer import write_export
+from .._store.transfer import write_export
 from .wire import WRITTEN_HEADER, error_from_body
 
 __all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules", "RemoteItems"]

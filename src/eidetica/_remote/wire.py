@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from .. import errors
+from .._store.floor import floor_from_json  # the facade reads the same form (min_offset)
 
 __all__ = ["STATUS", "error_body", "error_from_body", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES", "WRITTEN_HEADER",
            "floor_from_json"]
@@ -72,17 +73,6 @@ def error_body(e: BaseException) -> dict[str, Any]:
         "message": str(e),
         "args": [_plain(a) for a in args],
     }
-
-
-def floor_from_json(value: Any) -> Any:
-    """A ``min_offset`` as JSON carries it: an object's keys are strings, so ``{"0": 5}`` is ``{0: 5}``.
-
-    Anything else passes unchanged, for the facade to accept or refuse exactly as embedded.
-    """
-    if not isinstance(value, dict):
-        return value
-    out = {(int(k) if isinstance(k, str) and k.lstrip("-").isdigit() else k): v for k, v in value.items()}
-    return out if len(out) == len(value) else value  # "0" and "00" both: left for the facade to refuse
 
 
 def _typed(cls: type, args: list[Any]) -> list[Any]:

@@ -28,13 +28,13 @@ from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import EideticaError, InvalidInput, NotFound, ReadOnly, Unauthorized
-from .._asof import PastViews
-from .._audit import acting
-from .._context import CONTEXT_TOKENS
+from .._store.asof import PastViews
+from .._store.audit import acting
+from .._store.context import CONTEXT_TOKENS
 from ..events.streams import parse_stream
 from ..memory import Memory
 from ..projections._ranking import MIN_SCORE, SEARCH_KINDS
-from .._transfer import event_row
+from .._store.transfer import event_row
 from .._remote.wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES, WRITTEN_HEADER, error_body, floor_from_json, status_of
 from ._keys import KeyStore
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ..errors import EideticaError
 from ..memory import Memory
-from .._context import CONTEXT_TOKENS, render
+from .._store.context import CONTEXT_TOKENS, render
 
 __all__ = ["build_mcp"]
 

@@ -25,7 +25,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.staticfiles import StaticFiles
 
-from .. import _inspect
+from . import _inspect
 from ..errors import EideticaError, InvalidInput, Unauthorized
 from ..memory import Memory
 from .._remote.wire import error_body, status_of

@@ -44,7 +44,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.memory import _does_match
 
 from .._remote.aclient import aio
-from .._items import ItemInfo
+from .._store.items import ItemInfo
 from ..errors import InvalidInput
 from ..providers import check_vectors, normalize_rows
 from ..providers._base import CachedEmbedder

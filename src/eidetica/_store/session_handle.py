@@ -13,10 +13,10 @@ import threading
 import uuid
 from typing import Any, Sequence
 
-from ._erasure import forget_message, forget_session
-from .actors import Message, SessionActor
-from .actors._text import check_text
-from .errors import InvalidInput
+from .erasure import forget_message, forget_session
+from ..actors import Message, SessionActor
+from ..actors._text import check_text
+from ..errors import InvalidInput
 
 __all__ = ["SessionHandle"]
 
@@ -62,7 +62,7 @@ class SessionHandle:
                 "event_id": event_id}
         if not self.buffer_size:
             return self.extend([item])
-        from .actors import ROLES
+        from ..actors import ROLES
 
         if role not in ROLES:
             raise InvalidInput("role", "must be one of user, assistant, tool", role)

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .actors._text import check_id, check_text, sanitize_category
-from .errors import InvalidInput
-from .events.streams import parse_stream
-from .providers import LLM, extractor_id
+from ..actors._text import check_id, check_text, sanitize_category
+from ..errors import InvalidInput
+from ..events.streams import parse_stream
+from ..providers import LLM, extractor_id
 
 __all__ = ["reextract"]
 

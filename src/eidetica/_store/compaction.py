@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .events import EventLog, RecordedEvent
-from .events.envelope import events_from_batch
+from ..events import EventLog, RecordedEvent
+from ..events.envelope import events_from_batch
 
 __all__ = ["plan_compaction"]
 

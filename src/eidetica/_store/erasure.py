@@ -32,13 +32,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._asof import close_views
-from ._audit import who
-from ._compaction import plan_compaction
-from .actors import LocalRuntime
-from .errors import InvalidInput, NotFound
-from .events.envelope import events_from_batch
-from .events.streams import parse_stream, session_stream
+from .asof import close_views
+from .audit import who
+from .compaction import plan_compaction
+from ..actors import LocalRuntime
+from ..errors import InvalidInput, NotFound
+from ..events.envelope import events_from_batch
+from ..events.streams import parse_stream, session_stream
 
 __all__ = ["forget_message", "forget_session", "cascade", "compact", "verify"]
 
@@ -251,7 +251,7 @@ def _engine_columns(index: Any) -> Iterable[Any]:
     if text is not None:
         import tantivy
 
-        from .projections._rows import Row
+        from ..projections._rows import Row
 
         searcher = text.index.searcher()
         if searcher.num_docs:

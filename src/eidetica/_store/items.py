@@ -10,11 +10,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Mapping, Sequence
 
-from .actors._text import check_id
-from .errors import InvalidInput
-from .events.streams import parse_stream
-from .projections import ItemInfo
-from .projections._ranking import SEARCH_DEFAULTS
+from ..actors._text import check_id
+from ..errors import InvalidInput
+from ..events.streams import parse_stream
+from ..projections import ItemInfo
+from ..projections._ranking import SEARCH_DEFAULTS
 
 __all__ = ["Items", "ItemInfo", "check_namespace", "check_filter", "matches"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from .actors import Hit
-from .actors._text import check_text
-from .errors import CorruptIndex, InvalidInput
-from .projections import SearchHit
-from .projections._ranking import SearchOptions, check_min_score
-from .projections._rows import check_kinds
+from ..actors import Hit
+from ..actors._text import check_text
+from ..errors import CorruptIndex, InvalidInput
+from ..projections import SearchHit
+from ..projections._ranking import SearchOptions, check_min_score
+from ..projections._rows import check_kinds
 
 __all__ = ["check_k", "holds", "search_hits", "shown", "to_hit"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, default_options
-from .providers import count_tokens
+from ..projections._ranking import FACT_MIN_SCORE, MIN_SCORE, default_options
+from ..providers import count_tokens
 
 __all__ = ["CONTEXT_TOKENS", "PROFILE_CATEGORIES", "PROFILE_SHARE", "build", "render"]
 

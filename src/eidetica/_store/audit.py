@@ -20,11 +20,11 @@ import datetime as dt
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from .actors._text import check_id
-from .errors import InvalidInput, NotFound
-from .events import (ExtractionCompleted, FactAsserted, FactDecayed, FactDeleted, FactPruned, FactReinforced,
+from ..actors._text import check_id
+from ..errors import InvalidInput, NotFound
+from ..events import (ExtractionCompleted, FactAsserted, FactDecayed, FactDeleted, FactPruned, FactReinforced,
                      FactSuperseded, MessageAppended, UserForgotten)
-from .events.streams import facts_stream, session_stream
+from ..events.streams import facts_stream, session_stream
 
 __all__ = ["acting", "who", "explain"]
 

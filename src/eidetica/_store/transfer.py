@@ -11,11 +11,11 @@ from typing import Any, Callable, Iterable, Iterator, Union
 
 import msgspec
 
-from .errors import InvalidInput
-from .events import EventLog, NewEvent, RecordedEvent
-from .events.envelope import events_from_batch
-from .events.streams import parse_stream, session_stream
-from .events.types import EVENT_TYPES
+from ..errors import InvalidInput
+from ..events import EventLog, NewEvent, RecordedEvent
+from ..events.envelope import events_from_batch
+from ..events.streams import parse_stream, session_stream
+from ..events.types import EVENT_TYPES
 
 __all__ = ["event_row", "export_events", "import_events", "tenant_events", "write_export"]
 

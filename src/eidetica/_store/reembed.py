@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any, Callable
 
-from ._compaction import plan_compaction
-from ._owners import reembed_vectors
-from .actors import EmbedderRecord, LocalRuntime
-from .errors import InvalidInput
-from .providers import Embedder
+from .compaction import plan_compaction
+from .owners import reembed_vectors
+from ..actors import EmbedderRecord, LocalRuntime
+from ..errors import InvalidInput
+from ..providers import Embedder
 
 __all__ = ["reembed"]
 

@@ -33,14 +33,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ._readonly import scratch_memory
-from .projections._past import derive_past, rows_of
-from .projections._tantivy import link_generation
-from .projections._projector import BULK_EVENTS
-from .projections._views import LocalViews, model_slug
-from .errors import InvalidInput, ReadOnly
-from .events import InMemoryLog
-from .events.envelope import LOG_SCHEMA
+from .readonly import scratch_memory
+from ..projections._past import derive_past, rows_of
+from ..projections._tantivy import link_generation
+from ..projections._projector import BULK_EVENTS
+from ..projections._views import LocalViews, model_slug
+from ..errors import InvalidInput, ReadOnly
+from ..events import InMemoryLog
+from ..events.envelope import LOG_SCHEMA
 
 _CHUNK = 8192  # rows per copied batch: a stream's read decodes only its rows, but loads whole batches
 

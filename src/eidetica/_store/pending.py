@@ -16,7 +16,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from .errors import InvalidInput, StorageError
+from ..errors import InvalidInput, StorageError
 
 __all__ = ["WRITE_ERROR_MODES", "PendingWrites"]
 

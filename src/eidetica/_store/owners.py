@@ -13,12 +13,12 @@ from typing import Any, Callable, Sequence
 
 import msgspec
 
-from .actors import Runtime
-from .errors import InvalidInput
-from .events import NewEvent
-from .events.streams import parse_stream
-from .events.types import decode
-from .providers import Embedder
+from ..actors import Runtime
+from ..errors import InvalidInput
+from ..events import NewEvent
+from ..events.streams import parse_stream
+from ..events.types import decode
+from ..providers import Embedder
 
 __all__ = ["append_through_owner", "reembed_vectors"]
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import msgspec
 
-from .actors import MemoryConfig
-from .errors import InvalidInput
-from .events import ArrowLog
+from ..actors import MemoryConfig
+from ..errors import InvalidInput
+from ..events import ArrowLog
 
 __all__ = ["open_read_only", "scratch_memory"]
 
