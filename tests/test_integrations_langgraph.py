@@ -488,7 +488,7 @@ def test_both_adapters_on_the_ray_runtime(tmp_path: Path, ray_session) -> None:
         assert s.list_namespaces() == [] and asyncio.run(sess.get_items()) == []
     finally:
         m.close()
-        from eidetica._fleet import shutdown_store
+        from eidetica._ray import shutdown_store
 
         shutdown_store(m.path)
 

@@ -110,7 +110,7 @@ def mem(tmp_path, clock, runtime, request):
     yield m
     m.close()
     if runtime == "ray":
-        from eidetica._fleet import shutdown_store
+        from eidetica._ray import shutdown_store
 
         shutdown_store(m.path)
 
@@ -184,7 +184,7 @@ def reopen(m, **kw):
     ray_mode = getattr(m.runtime, "key", None) is not None
     m.close()
     if ray_mode:
-        from eidetica._fleet import shutdown_store
+        from eidetica._ray import shutdown_store
 
         shutdown_store(path)
         wait_for_lock_release(path / "log" / "LOCK")  # the killed log actor's process lets go of it

@@ -51,6 +51,16 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+def _no_ray() -> Callable[..., Any]:
+    """Until the package wires in the Ray host: refuse (the facade never imports it)."""
+    raise InvalidInput("runtime", "the Ray runtime is not wired in (import eidetica)", "ray")
+
+
+# The Ray host sits above the facade (it builds the parts a Memory is made of), so this module never
+# imports it: the package (eidetica/__init__.py) wires in a function that imports it when asked for.
+ray_opener: Callable[[], Callable[..., Any]] = _no_ray
+
+
 def open(  # noqa: A001 - the contract's name
     path: str | os.PathLike[str],
     *,
@@ -85,9 +95,7 @@ def open(  # noqa: A001 - the contract's name
     if on_write_error not in WRITE_ERROR_MODES:
         raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
     if runtime == "ray":
-        from ._fleet import open_ray  # imported only when asked for: Ray is heavy
-
-        parts = open_ray(path, embedder=embedder, llm=llm, config=config, clock=clock, **options)
+        parts = ray_opener()(path, embedder=embedder, llm=llm, config=config, clock=clock, **options)
         return Memory(
             parts.path, tenant=tenant, embedder=parts.embedder, llm=parts.llm, config=parts.config, clock=clock,
             log=parts.log, runtime=parts.runtime, views=parts.views, on_write_error=on_write_error,
