@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..actors._text import check_id
-from ..errors import InvalidInput, NotFound
-from ..memory import Memory
+from ...actors._text import check_id
+from ...errors import InvalidInput, NotFound
+from ...memory import Memory
 
 __all__ = ["FACT_STATUSES", "audit", "fact", "facts", "health", "page_args", "session", "sessions", "users"]
 
