@@ -113,7 +113,6 @@ def _unwrap(value: Any, sink: "Written | None") -> Any:
     return value
 
 
-
 def store_key(path: str | os.PathLike[str]) -> str:
     """A short stable name for a store, shared by every client that opens the same path."""
     return hashlib.blake2b(os.path.abspath(os.fspath(path)).encode(), digest_size=6).hexdigest()

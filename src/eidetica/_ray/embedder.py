@@ -49,7 +49,6 @@ class RemoteEmbedder(Embedder):
         return np.array(_get(self.handle.embed.remote(_listed(texts))))
 
 
-
 def _node_embedder(embedder: Embedder | None, fleet: "RemoteEmbedder") -> Embedder:
     """This process's own copy of the fleet's embedding model (one per node), or the fleet's actor if they differ."""
     try:

@@ -38,7 +38,6 @@ class _Target:
         return call
 
 
-
 @ray.remote(max_concurrency=8)
 class ViewsActor:
     """The projections of a store: state folds, chunk index, projector (LanceDB lives here).

@@ -24,7 +24,6 @@ INSTRUCTIONS = (
 )
 
 
-
 def build_mcp(memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> MCPServer:
     """An MCP server whose tools act on ``memory_for(scope)`` (scope: the HTTP request's, or None on stdio)."""
     from ... import __version__

@@ -47,7 +47,6 @@ class _Server(MCPServer):
             raise
 
 
-
 class Tools:
     """The memory a tool acts on (``memory_for(scope)``: the HTTP request's scope, or None on stdio)."""
 

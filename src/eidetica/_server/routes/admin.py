@@ -27,7 +27,6 @@ class ClearIn(_Body):
     memories: bool = True
 
 
-
 _TENANT_STATS = ("tenant", "sessions", "facts", "embedder")  # of Memory.stats(): the figures that are the tenant's own
 
 
@@ -41,7 +40,6 @@ def _tenant_stats(m: Memory) -> dict[str, Any]:
     streams = [s for s in m.log.streams() if parse_stream(s)[1] == m.tenant]  # type: ignore[attr-defined]
     return {**{k: full[k] for k in _TENANT_STATS}, "events": sum(m.log.stream_version(s) + 1 for s in streams),
             "streams": len(streams)}
-
 
 
 def router(api: Api) -> APIRouter:

@@ -67,7 +67,6 @@ def _is_json(content_type: bytes | None) -> bool:
     return kind == b"application/json" or (kind.startswith(b"application/") and kind.endswith(b"+json"))
 
 
-
 def lean_append(api: Api) -> Callable[..., Awaitable[None]]:
     """The ASGI handler of a session's append that ``Guard`` routes ``POST .../messages`` to (``_APPEND_PATH``)."""
 

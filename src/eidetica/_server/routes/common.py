@@ -48,12 +48,10 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-
 class SweepIn(_Body):
     """Decay/prune facts as of ``now``."""
 
     now: Optional[dt.datetime] = None
-
 
 
 def _set(model: BaseModel) -> dict[str, Any]:
@@ -68,7 +66,6 @@ def _set(model: BaseModel) -> dict[str, Any]:
 
 def _session_info(h: Any) -> dict[str, Any]:
     return {"session_id": h.session_id, "user": h.user, "last_sequence": h._run_start, "messages": len(h)}
-
 
 
 @dataclasses.dataclass

@@ -46,13 +46,11 @@ class RecallIn(_Body):
     metadata: Any = None
 
 
-
 class ForgetMatchingIn(_Body):
     """Forget every fact close to ``query``."""
 
     query: Any = None
     threshold: Any = 0.85
-
 
 
 class ReextractIn(_Body):
@@ -66,7 +64,6 @@ class RevertIn(_Body):
 
     since: Optional[dt.datetime] = None
     messages: Any = False
-
 
 
 def router(api: Api) -> APIRouter:

@@ -25,7 +25,6 @@ class NewNoteIn(NoteIn):
     session_id: Any = None
 
 
-
 def router(api: Api) -> APIRouter:
     """The notes' routes."""
     r = APIRouter()

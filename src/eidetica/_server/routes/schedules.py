@@ -45,7 +45,6 @@ class RunIn(_Body):
     user: Any = None
 
 
-
 def router(api: Api) -> APIRouter:
     """The schedules' routes."""
     r = APIRouter()

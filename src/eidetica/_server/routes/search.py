@@ -52,7 +52,6 @@ class ContextIn(_Body):
     as_data: Any = False
 
 
-
 def router(api: Api) -> APIRouter:
     """Search and context."""
     r = APIRouter()

@@ -34,12 +34,10 @@ class AppendIn(_Body):
     strategy: Optional[str] = None
 
 
-
 class SummarizeIn(_Body):
     """Roll old turns into the summary now."""
 
     force: Any = True
-
 
 
 def router(api: Api) -> APIRouter:
