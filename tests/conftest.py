@@ -116,7 +116,7 @@ def mem(tmp_path, clock, runtime, mem_options, key_options, request):
     yield m
     m.close()
     if runtime == "ray":
-        from eidetica._fleet import shutdown_store
+        from eidetica._ray import shutdown_store
 
         shutdown_store(m.path)
 
