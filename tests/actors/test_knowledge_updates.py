@@ -37,6 +37,7 @@ def history(m: eidetica.Memory, user: str) -> dict[str, str]:
     ("I use vim for everything.", "I switched to VS Code last month.", "editor"),
     ("My favorite band is Muse.", "My favourite band is Radiohead these days.", "favorite band"),
 ])
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_a_new_value_of_an_attribute_supersedes_the_old_fact_offline(mem, old, new, attribute) -> None:
     s = mem.session("s", user="u")
     s.append("user", old)

@@ -67,6 +67,7 @@ def _fresh(m: eidetica.Memory, kind: str, ident: str, snapshots: ActorSnapshots 
 
 
 @pytest.mark.parametrize("seed", range(6))
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_session_actor_from_snapshot_equals_full_replay(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     with _store(tmp_path, every=rng.choice([3, 7, 20])) as m:
@@ -96,6 +97,7 @@ def test_session_actor_from_snapshot_equals_full_replay(tmp_path: Path, seed: in
 
 
 @pytest.mark.parametrize("seed", range(6))
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_curator_from_snapshot_equals_full_replay(tmp_path: Path, seed: int) -> None:
     rng = random.Random(100 + seed)
     with _store(tmp_path, every=rng.choice([3, 7, 20])) as m:

@@ -98,6 +98,7 @@ def _op(m: eidetica.Memory, rng: random.Random, user: str) -> None:
 
 
 @pytest.mark.parametrize("seed", range(5))
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_notes_items_schedules_from_snapshot_equal_full_replay(tmp_path: Path, seed: int) -> None:
     rng = random.Random(300 + seed)
     with _store(tmp_path, every=rng.choice([3, 7, 20])) as m:

@@ -135,6 +135,7 @@ def test_second_writer_gets_a_clear_error(tmp_path) -> None:
                 ro.append("a", [msg(1)])
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_second_writer_process_gets_a_clear_error(tmp_path) -> None:
     with ArrowLog(tmp_path / "log") as log:
         log.append("a", [msg(0)])

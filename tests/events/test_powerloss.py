@@ -50,6 +50,7 @@ def run_workload(root: str, fs: PowerLossOs) -> dict[uuid.UUID, NewEvent]:
     return tried
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_every_acknowledged_event_survives_a_power_cut_at_every_boundary(tmp_path, monkeypatch) -> None:
     root = tmp_path / "log"
     fs = PowerLossOs(str(root))  # the log directory: its own existence is taken as given

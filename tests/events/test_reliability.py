@@ -117,6 +117,7 @@ def _do(log, stream: str, evs: list[NewEvent], exp: int) -> tuple:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(history=ops)
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_arrow_log_behaves_like_the_reference(tmp_path_factory, history) -> None:
     ref = ReferenceLog(partitions=2)
     path = tmp_path_factory.mktemp("fuzz")
@@ -158,6 +159,7 @@ def test_arrow_log_behaves_like_the_reference(tmp_path_factory, history) -> None
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.binary(max_size=4096), keep=st.integers(0, 2000))
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_random_bytes_never_crash_the_segment_reader(tmp_path_factory, data, keep) -> None:
     path = tmp_path_factory.mktemp("junk")
     with ArrowLog(path / "log") as log:

@@ -130,6 +130,7 @@ def fill(w: World) -> None:
         w.chunks(tenant, "", "item", 4)
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_every_kind_and_filter_matches_lancedb_and_tracks_writes(tmp_path) -> None:
     w = World(tmp_path)
     fill(w)
@@ -162,6 +163,7 @@ def test_every_kind_and_filter_matches_lancedb_and_tracks_writes(tmp_path) -> No
     w.close()
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_hits_take_rows_from_memory_and_confidence_changes_reach_them(tmp_path) -> None:
     w = World(tmp_path)
     fill(w)
@@ -188,6 +190,7 @@ def test_hits_take_rows_from_memory_and_confidence_changes_reach_them(tmp_path) 
     w.close()
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_larger_scopes_go_to_lancedb_and_the_budget_holds(tmp_path) -> None:
     w = World(tmp_path, scan_rows=30, scan_cache_rows=40)
     fill(w)
@@ -204,6 +207,7 @@ def test_larger_scopes_go_to_lancedb_and_the_budget_holds(tmp_path) -> None:
     w.close()
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_a_vector_given_as_a_callable_is_computed_while_bm25_runs(tmp_path) -> None:
     w = World(tmp_path)
     fill(w)

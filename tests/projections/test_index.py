@@ -29,6 +29,7 @@ UTC = dt.timezone.utc
 
 
 class TestChunkIndexConformance(ProjectionConformance):
+    pytestmark = pytest.mark.slow  # LanceDB + Tantivy per case: `make test-unit` leaves it to `make test`
     durable = True
 
     def make_projection(self, path: str) -> Projection:
@@ -85,6 +86,7 @@ def matches(r: dict[str, Any], q: dict[str, Any]) -> bool:
     )
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_vector_mode_equals_brute_force(built) -> None:
     w, idx, rows = built
     rows = [row_dict(r) for r in rows]
@@ -218,6 +220,7 @@ def test_fusion_weights_and_recency_ties(fresh) -> None:
     assert hits[-1].score == pytest.approx(0.0) and hits[-1].text_score == 0.0
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_deletes_and_confidence_flow_through(fresh) -> None:
     log, idx, pj = fresh
 
@@ -286,6 +289,7 @@ def test_reopen_with_another_dimension_raises(tmp_path) -> None:
         ChunkIndex(tmp_path / "i", dim=DIM + 8)
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_ann_index_is_built_past_the_threshold_and_stays_correct(tmp_path) -> None:
     w = Workload(seed=5, users=3, sessions=3, messages=8)
     log = ArrowLog(tmp_path / "log", partitions=1, fsync="never")

@@ -111,6 +111,7 @@ def test_rebuild_reports_progress_and_rejects_unknown_names(setup) -> None:
         pj.rebuild("nope")
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_rebuild_parity_200_queries(tmp_path) -> None:
     """Incremental (background thread, interleaved partitions) vs rebuilt from 0: same rows, same top-10."""
     w = Workload(seed=13, users=3, sessions=3, messages=7)
@@ -162,6 +163,7 @@ def test_exact_hit_after_wait_for(setup) -> None:
     assert h.id == "n1" and h.kind == "note"
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_searches_run_while_the_projector_applies(tmp_path) -> None:
     """Queries from other threads during background apply never fail and never leak tenants."""
     w = Workload(seed=19, users=2, sessions=2, messages=6)
@@ -218,6 +220,7 @@ def _same_index(a: ChunkIndex, b: ChunkIndex, w: Workload, n: int = 60) -> None:
         assert [(h.id, round(h.score, 9)) for h in a.search(**q)] == [(h.id, round(h.score, 9)) for h in b.search(**q)], q
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_rebuilt_index_keeps_converging_under_later_events(tmp_path) -> None:
     """A rebuilt index takes later deletes, confidence changes, summary replacements and
     re-applied batches exactly like the incrementally built one (its Tantivy documents were
@@ -262,6 +265,7 @@ class _Failing(ChunkIndex):
         super().apply(events)
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_a_failed_rebuild_leaves_an_index_its_checkpoint_describes(tmp_path) -> None:
     w = Workload(seed=31, users=2, sessions=2, messages=6)
     log = ArrowLog(tmp_path / "log", partitions=2, fsync="never")

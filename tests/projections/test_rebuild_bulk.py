@@ -90,6 +90,7 @@ def logged(tmp_path_factory):
 
 
 @pytest.mark.parametrize("limit", LIMITS)
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_bulk_rebuild_gives_exactly_the_incremental_rows(logged, limit) -> None:
     log, want, root = logged
     idx = ChunkIndex(root / f"reb{limit}", dim=DIM)
@@ -134,6 +135,7 @@ def _rows(m) -> list[tuple]:
 
 
 @pytest.mark.parametrize("limit", [1, ChunkIndex.bulk_rows])
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_memory_rebuild_equals_the_live_index_after_every_kind_of_change(tmp_path, limit) -> None:
     """Through the public API: rolling summaries replaced many times, facts superseded, reinforced
     and deleted, notes updated and deleted, a session and a user forgotten, an item put twice and

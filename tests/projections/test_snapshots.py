@@ -129,6 +129,7 @@ def random_history(m: eidetica.Memory, rng: random.Random, steps: int, path: Pat
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_reopen_after_a_snapshot_answers_as_a_full_replay(tmp_path, seed) -> None:
     path = tmp_path / "store"
     rng = random.Random(seed)

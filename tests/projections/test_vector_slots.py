@@ -37,6 +37,7 @@ def churn(vs: VectorSlots, rows: Rows, live: dict[str, np.ndarray]) -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_best_above_equals_a_full_scan(seed) -> None:
     # 1,500 adds, replacements and removes; the bound is kept from 8 rows on here (2,048 in
     # use) and refitted as the rows double; every answer must be the full scan's: the closest
@@ -63,6 +64,7 @@ def test_best_above_equals_a_full_scan(seed) -> None:
 
 
 @pytest.mark.parametrize("seed", range(4))
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_top_equals_a_full_scan(seed) -> None:
     # the exact top-k among the rows a mask admits, through the bound (its bar, its slack, the
     # fallback to a scan when too many rows pass), must be the full scan's

@@ -170,6 +170,7 @@ def _reference_embedding(ids: list[int], w: dict[str, np.ndarray], cfg: dict) ->
     return pooled / np.linalg.norm(pooled)
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_forward_matches_an_independent_float64_reference(local: LocalEmbedder) -> None:
     from safetensors.numpy import load_file
 
@@ -195,6 +196,7 @@ def test_forward_matches_an_independent_float64_reference(local: LocalEmbedder) 
         assert 1 - 1e-3 < float(row8 @ ref) < 1 - 1e-6, t  # close, and not the float32 path by mistake
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_int8_stays_within_1e3_cosine_of_float32_even_for_a_word() -> None:
     # The shortest texts have the largest error (few tokens to average): quantising the query,
     # key and value projections too put "Thanks!" at 0.9985.
@@ -243,6 +245,7 @@ def test_truncates_at_the_model_limit(local: LocalEmbedder) -> None:
     assert len(short) == 4  # no fixed padding to 128 from the bundled tokenizer.json
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_long_and_short_texts_in_one_batch_match_one_by_one(local: LocalEmbedder) -> None:
     texts = ["word " * n for n in (1, 300, 2, 120, 40, 255, 7)]
     together = LocalEmbedder(cache_size=0, batch_size=4).embed(texts)
@@ -307,6 +310,7 @@ def test_concurrent_use_from_threads() -> None:
         np.testing.assert_allclose(r, expected, atol=1e-6)
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_model_runtime_loads_on_first_embed_not_at_open(tmp_path: Path) -> None:
     # `import eidetica` and `eidetica.open()` with the default embedder must not pay for onnxruntime.
     code = f"""
@@ -323,6 +327,7 @@ m.close()
     assert abs(float(first) - HELLO_WORLD_FIRST5[0]) < 2e-3
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_survives_pickling_and_fork(local: LocalEmbedder) -> None:
     import multiprocessing
     import pickle
@@ -372,6 +377,7 @@ def test_a_lone_text_runs_on_every_core_and_matches(local: LocalEmbedder) -> Non
         assert wide not in model._sessions
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_fork_after_a_lone_text_does_not_hang_the_child(local: LocalEmbedder) -> None:
     import multiprocessing
 
@@ -441,6 +447,7 @@ def test_hash_embedder_identity_and_lexical_similarity() -> None:
     assert cos(a, b) > 0.999
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_hash_embedder_is_stable_across_processes() -> None:
     code = "from eidetica.providers import HashEmbedder; print(repr(HashEmbedder(16).embed(['stable across runs']).tolist()))"
     outs = set()
@@ -454,6 +461,7 @@ def test_hash_embedder_is_stable_across_processes() -> None:
 # --- check_vectors -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_check_vectors() -> None:
     ok = check_vectors([[1, 0, 0], [0, 1, 0]], 3)
     assert ok.dtype == np.float32 and ok.shape == (2, 3) and ok.flags.c_contiguous
@@ -487,6 +495,7 @@ def test_providers_import_nothing_from_projections_or_actors() -> None:
                 assert "projections" not in name and "actors" not in name, f"{path.name} imports {name}"
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_importing_providers_is_light() -> None:
     # Load the providers package under a bare parent package, so whatever eidetica/__init__.py
     # imports does not count: only the providers' own imports are measured.

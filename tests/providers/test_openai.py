@@ -98,6 +98,7 @@ def test_retries_after_429_honouring_retry_after(fake_openai: FakeOpenAI, monkey
 
 
 @pytest.mark.parametrize("kind", ["500", "503", "malformed", "wrong_shape"])
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_retries_after_server_errors_and_malformed_json(fake_openai: FakeOpenAI, kind: str) -> None:
     e = embedder(fake_openai)
     fake_openai.fail_next(kind, times=2)
@@ -109,6 +110,7 @@ def test_retries_after_server_errors_and_malformed_json(fake_openai: FakeOpenAI,
 
 
 @pytest.mark.parametrize("kind", ["500", "429", "malformed"])
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_gives_up_after_max_retries(fake_openai: FakeOpenAI, kind: str) -> None:
     e = embedder(fake_openai, max_retries=2)
     fake_openai.fail_next(kind, times=10)
@@ -161,6 +163,7 @@ def test_wrong_vector_length_from_the_server(fake_openai: FakeOpenAI) -> None:
         e.embed(["short vectors"])
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_batching_preserves_order(fake_openai: FakeOpenAI) -> None:
     texts = [f"text number {i}" for i in range(10)]
     batched = embedder(fake_openai, batch_size=3).embed(texts)
@@ -186,6 +189,7 @@ def test_empty_string_is_not_sent_empty(fake_openai: FakeOpenAI) -> None:
     assert "" not in fake_openai.calls("/embeddings")[-1].body["input"]
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_server_with_a_smaller_context_than_configured(fake_openai: FakeOpenAI) -> None:
     small = FakeOpenAI(max_input_tokens=1000).start()
     try:
@@ -281,6 +285,7 @@ def test_extraction_request_and_parsing(fake_openai: FakeOpenAI) -> None:
         ('{"facts": [{"content": "A", "category": "x"}, {"content": "a", "category": "y"}]}', [("A", "x")]),
     ],
 )
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_extraction_reply_forms(fake_openai: FakeOpenAI, reply: str, expected: list) -> None:
     fake_openai.script_chat(reply)
     facts = llm(fake_openai).extract_facts("anything")
@@ -297,6 +302,7 @@ def test_extraction_reply_forms(fake_openai: FakeOpenAI, reply: str, expected: l
         "[]",
     ],
 )
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_malformed_extraction_is_retried(fake_openai: FakeOpenAI, bad: str) -> None:
     fake_openai.script_chat(bad)
     facts = llm(fake_openai).extract_facts("I live in Paris")
