@@ -75,7 +75,8 @@ def store(tmp_path, nodes):
     shutdown_store(path)
 
 
-def served(m) -> dict[str, int]:
+def reads_per_node(m) -> dict[str, int]:
+    """Reads each node's replica has served."""
     return {r["node"]: r["served"] for r in m.views.status()}
 
 
@@ -85,16 +86,16 @@ def test_each_node_reads_from_its_own_replica_with_identical_results(store, node
     status = m.stats()["replicas"]
     assert sorted(r["node"] for r in status) == sorted([head, worker])  # one replica per node
     assert len({r["path"] for r in status}) == 2  # each in its own directory
-    before = served(m)
+    before = reads_per_node(m)
     after = m.written  # the fixture's writes: each agent's read waits for its replica to hold them
     assert after and after[0] >= 40
     node, from_worker = ray.get(agent.options(**on(worker)).remote(str(path), "search", "hiking topic 3", after))
     assert node == worker
-    after_worker = served(m)
+    after_worker = reads_per_node(m)
     assert after_worker[worker] == before[worker] + 1 and after_worker[head] == before[head]
     node, from_head = ray.get(agent.options(**on(head)).remote(str(path), "search", "hiking topic 3", after))
     assert node == head
-    after_head = served(m)
+    after_head = reads_per_node(m)
     assert after_head[head] == after_worker[head] + 1 and after_head[worker] == after_worker[worker]
     # two independent folds of one log answer identically, and as the store's single views actor does
     assert from_worker and from_worker == from_head
