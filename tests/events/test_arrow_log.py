@@ -183,6 +183,7 @@ def batch_ends(path) -> list[tuple[int, int]]:
         return out
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_truncated_tail_recovers_the_verified_prefix(tmp_path) -> None:
     src = tmp_path / "src"
     written = fill(src, batches=8)

@@ -24,6 +24,7 @@ def tiny_disk(tmp_path):
     yield from mounted_tmpfs(tmp_path / "tiny", "2m")
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_full_disk_fails_cleanly_and_recovers(tiny_disk) -> None:
     filler = tiny_disk / "filler"
     filler.write_bytes(b"\0" * (1024 * 1024))

@@ -95,6 +95,7 @@ def test_lag_and_catch_up(setup) -> None:
     assert pj.catch_up() == 0
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_rebuild_reports_progress_and_rejects_unknown_names(setup) -> None:
     log, idx, st, pj = setup
     w = Workload(seed=4, users=2, sessions=1, messages=4)

@@ -111,6 +111,7 @@ def test_bulk_rebuild_gives_exactly_the_incremental_rows(logged, limit) -> None:
         idx.close()
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_reopened_after_a_spilled_rebuild_it_keeps_converging(logged) -> None:
     """A rebuild that spilled (several LanceDB writes) is durable as a whole: reopened, it holds the same rows."""
     log, want, root = logged

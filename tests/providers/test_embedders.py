@@ -83,6 +83,7 @@ QUICKSTART = ["The weather is lovely today.", "It's so sunny outside!", "He drov
 QUICKSTART_SIMS = {(0, 1): 0.6660, (0, 2): 0.1046, (1, 2): 0.1411}
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_matches_published_sentence_transformers_values(local: LocalEmbedder) -> None:
     exact = LocalEmbedder(cache_size=0, int8=False)
     v = exact.embed(["hello world", "flag embedding"])
@@ -233,6 +234,7 @@ def test_semantic_sanity_paraphrase_beats_unrelated_by_a_wide_margin(local: Loca
     assert cos(v[5], v[6]) > cos(v[5], v[2]) + 0.3
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_truncates_at_the_model_limit(local: LocalEmbedder) -> None:
     assert local.max_tokens == 256
     base = "the quick brown fox jumps over the lazy dog " * 60

@@ -228,6 +228,7 @@ def test_summary_of_small_talk_is_empty() -> None:
     previous=st.text(max_size=200),
     target=st.integers(min_value=1, max_value=120),
 )
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_summary_never_exceeds_the_budget(messages: list[tuple[str, str]], previous: str, target: int) -> None:
     out = OfflineLLM().summarize(messages, target_tokens=target, previous_summary=previous)
     assert count_tokens(out) <= target

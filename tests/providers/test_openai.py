@@ -145,6 +145,7 @@ def test_one_slow_answer_then_success(fake_openai: FakeOpenAI) -> None:
     assert e.embed(["eventually"]).shape == (1, 64)
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_client_errors_are_not_retried(fake_openai: FakeOpenAI) -> None:
     e = embedder(fake_openai, max_retries=4)
     fake_openai.fail_next("401")
@@ -222,6 +223,7 @@ def test_concurrent_requests(fake_openai: FakeOpenAI) -> None:
 # --- API keys ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_api_key_is_read_from_the_named_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
     with FakeOpenAI(api_key="sk-test-123") as server:
         monkeypatch.setenv("EIDETICA_TEST_KEY", "sk-test-123")
@@ -317,6 +319,7 @@ def test_malformed_extraction_gives_up(fake_openai: FakeOpenAI) -> None:
     assert len(fake_openai.calls("/chat/completions")) == 3
 
 
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_chat_retries_and_timeouts(fake_openai: FakeOpenAI) -> None:
     fake_openai.fail_next("429")
     fake_openai.fail_next("500")
@@ -366,6 +369,7 @@ def test_empty_summary_reply_is_retried(fake_openai: FakeOpenAI) -> None:
 
 
 @pytest.mark.parametrize(("reply", "expected"), [("YES", True), ("Yes.", True), ("no", False), ("NO - they are compatible", False)])
+@pytest.mark.slow  # several seconds: `make test-unit` leaves it to `make test`
 def test_contradiction_replies(fake_openai: FakeOpenAI, reply: str, expected: bool) -> None:
     fake_openai.script_chat(reply)
     assert llm(fake_openai).contradicts("I live in Paris", "I live in Rome") is expected
