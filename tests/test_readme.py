@@ -26,7 +26,6 @@ import pytest
 
 import eidetica
 from eidetica.providers import OpenAILLM
-from tests.openai_server import fake_openai  # noqa: F401 - a fixture
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -103,7 +102,7 @@ def test_use_it_block_runs_and_answers(tmp_path, monkeypatch) -> None:
 @pytest.mark.slow
 def test_connect_block_runs_against_a_served_store(tmp_path) -> None:
     from eidetica._server import KeyStore
-    from tests.served import Served
+    from tests.support.served import Served
 
     # `eidetica serve` as the README runs it: the default offline model (a paraphrase needs it)
     server = Served(tmp_path / "store", cli=True, model=None).start()
