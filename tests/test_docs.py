@@ -67,6 +67,13 @@ def test_docs_name_every_memory_config_field() -> None:
     assert _missing(fields, _reference_code()) == []
 
 
+@pytest.mark.parametrize("cls, var", [(eidetica.Memory, "m"), (eidetica.SessionHandle, "s")])
+def test_docs_name_every_public_method(cls: type, var: str) -> None:
+    names = [n for n in dir(cls) if not n.startswith("_")]
+    assert "recall" in names or "append" in names
+    assert _missing(names, _reference_code(), rf"{var}\.{{}}(?!\w)") == []
+
+
 def _commands() -> list[str]:
     """Every command of the `eidetica` CLI, subcommands as "group sub"."""
     import typer.main
