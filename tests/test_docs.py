@@ -51,7 +51,7 @@ def _missing(names: list[str], code: str, pattern: str = r"(?<![\w.]){}(?!\w)") 
 def test_reference_pages_exist_and_are_in_the_site_nav() -> None:
     nav = (REPO / "mkdocs.yml").read_text(encoding="utf-8")
     pages = [p.relative_to(DOCS).as_posix() for p in sorted(DOCS.rglob("*.md"))]
-    for page in ("api.md", "search.md", "audit.md", "server.md", "fleet.md", "cli.md", "operations.md",
+    for page in ("api.md", "search.md", "audit.md", "server.md", "ray.md", "cli.md", "operations.md",
                  "architecture.md", "integrations.md", "development.md", "benchmarks/index.md"):
         assert page in pages
     assert [p for p in pages if p not in nav] == []  # a page outside nav is a page nobody finds
