@@ -21,7 +21,8 @@ import pytest
 import eidetica
 from eidetica.providers import HashEmbedder
 
-REPO = Path(__file__).resolve().parents[1]
+# the repository: the nearest directory above holding pyproject.toml (the test may move down the tree)
+REPO = next(d for d in Path(__file__).resolve().parents if (d / "pyproject.toml").exists())
 DOCS = REPO / "docs"
 SRC = REPO / "src" / "eidetica"
 ARCHITECTURE = DOCS / "architecture.md"

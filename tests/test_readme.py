@@ -29,7 +29,8 @@ import eidetica
 from eidetica.providers import OpenAILLM
 from tests.openai_server import fake_openai  # noqa: F401 - a fixture
 
-REPO = Path(__file__).resolve().parents[1]
+# the repository: the nearest directory above holding pyproject.toml (the test may move down the tree)
+REPO = next(d for d in Path(__file__).resolve().parents if (d / "pyproject.toml").exists())
 README = REPO / "README.md"
 
 
