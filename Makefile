@@ -9,7 +9,7 @@ export RAY_AUTH_MODE := disabled
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install chromium demo test test-fast test-unit lint bench mutants clean
+.PHONY: install chromium demo test test-fast test-unit lint docs bench mutants clean
 
 install: $(STAMP)
 
@@ -48,6 +48,9 @@ test-unit: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+# The reference in docs/ as a site in site/; --strict fails on a broken link, anchor or nav entry.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: install
 	$(BIN)/python scripts/run_benchmarks.py
@@ -57,4 +60,4 @@ mutants: install
 	$(BIN)/python scripts/mutants.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info src/*.egg-info
+	rm -rf $(VENV) .pytest_cache build site *.egg-info src/*.egg-info
