@@ -1,7 +1,8 @@
 """Scale curve: many users, short chat messages, written through the public API; what each size costs.
 
 One store grows in rounds: every user's session gets ``PER_CALL`` short chat turns per round
-(``session(...).extend``), and every fifth user two memories (``remember_many``); HashEmbedder
+(``session(...).extend``), and every fifth user two memories (``remember_many``), each round's
+rate counting its indexing (LanceDB + Tantivy caught up inside the timed span); HashEmbedder
 384-d, extraction off, ``fsync="never"`` (as the other corpus benchmarks). At each measured
 size it records: the ingest rate of the last round, disk size, open time and RSS after open (a
 fresh process opens the closed store), a user's ``search`` / ``recall`` / ``context`` p50 and
@@ -150,6 +151,7 @@ def main() -> None:
             while written < size:
                 t = time.perf_counter()
                 written += write_round(m, users, r)
+                m._sync()  # indexed too: the projector lags far behind a bulk writer, and a close leaves it to the next open
                 rates.append(users * PER_CALL / (time.perf_counter() - t))
                 r += 1
             row, m = measure(path, m, users, written, rates[-1])

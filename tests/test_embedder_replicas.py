@@ -33,7 +33,8 @@ def writer(path: str, session: str, n: int, **kw):
         s = m.session(session, user="u")
         for i in range(n):
             s.append("user", f"{session} message {i} about kayaks")
-        return ray.get_runtime_context().get_node_id()
+        host = m.runtime.session(m.tenant, session, "u")._handle  # the actor that embedded these writes
+        return ray.get_runtime_context().get_node_id(), ray.get(host.node.remote())
     finally:
         m.close()
 
@@ -70,11 +71,14 @@ def test_one_replica_per_writing_node_each_serving_its_node(tmp_path, nodes) -> 
     path = tmp_path / "store"
     m = open_store(path)
     try:
+        m.session("warm", user="u").append("user", "the driver writes too")
         got = ray.get([writer.options(**on(node)).remote(str(path), f"s-{k}", 5) for k, node in enumerate((head, worker))])
-        assert got == [head, worker]
+        assert [agent for agent, _ in got] == [head, worker]
+        writing = {host for _, host in got} | {ray.get(m.runtime.session(m.tenant, "warm", "u")._handle.node.remote())}
         rows = [r for r in replicas(path) if "@" in r["replica"]]
-        assert sorted(r["node"] for r in rows) == sorted([head, worker])  # one per node, on that node
-        assert all(r["served"] > 0 for r in rows), rows  # each node's writes were embedded there
+        # one replica per node that wrote (the driver's node has one from open), each on that node
+        assert sorted(r["node"] for r in rows) == sorted(writing | {head})
+        assert all(r["served"] > 0 for r in rows if r["node"] in writing), rows  # each node's writes embedded there
         assert {h.text for h in m.search("kayaks", user="u", top_k=20, min_score=0.0)} >= {
             f"s-{k} message {i} about kayaks" for k in range(2) for i in range(5)}
     finally:
