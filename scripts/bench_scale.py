@@ -130,6 +130,28 @@ def measure(path: Path, m, users: int, messages: int, round_rate: float) -> tupl
     return row, m
 
 
+def plot(rows: list[dict], path: str) -> None:
+    """Latency p50 per call and open time against the message count, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [r["messages"] for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    for k in ("search", "recall", "context"):
+        a.plot(xs, [r[f"{k}_p50_ms"] for r in rows], marker="o", label=f"{k} p50")
+    a.set(xscale="log", xlabel="messages", ylabel="ms", title="a user's call, p50")
+    a.legend()
+    b.plot(xs, [r["open_s"] for r in rows], marker="o", label="open (s)")
+    b.plot(xs, [r["rebuild_s"] for r in rows], marker="o", label="rebuild (s)")
+    b.plot(xs, [r["compact_s"] for r in rows], marker="o", label="compact (s)")
+    b.set(xscale="log", xlabel="messages", ylabel="s", title="whole-store operations")
+    b.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
 def main() -> None:
     """Grow, measure at each size, print progress lines and one JSON line."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -137,6 +159,7 @@ def main() -> None:
     ap.add_argument("--sizes", default=None, help="comma-separated message counts (default by mode)")
     ap.add_argument("--users", type=int, default=None)
     ap.add_argument("--dir", default=None, help="where the store grows (default: a temporary directory)")
+    ap.add_argument("--plot", default=None, help="write a PNG of the curve here")
     args = ap.parse_args()
     users = args.users or (1_000 if args.quick else 10_000)
     sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else (
@@ -171,6 +194,8 @@ def main() -> None:
                rebuild_ratio=round(large["rebuild_events_per_s"] / small["rebuild_events_per_s"], 2),
                compact_s_large=large["compact_s"], asof_half_first_s_large=large["asof_half_first_s"],
                asof_recent_first_s_large=large["asof_recent_first_s"], sizes=rows)
+    if args.plot:
+        plot(rows, args.plot)
     print(json.dumps(out))
 
 
