@@ -135,8 +135,10 @@ def test_killing_a_replica_mid_ingest_loses_nothing_and_stores_nothing_twice(tmp
         shutdown_store(path)
 
 
-def test_bad_embedder_replicas_are_refused(ray_session, tmp_path) -> None:
+def test_bad_embedder_replicas_are_refused(tmp_path) -> None:
+    # checked before any actor (or Ray itself) starts: nothing is created
     for bad in (0, -1, True, "all", 1.5):
         with pytest.raises(InvalidInput) as e:
             open_store(tmp_path / "s", embedder_replicas=bad)
         assert e.value.field == "embedder_replicas"
+    assert not (tmp_path / "s").exists()
