@@ -163,7 +163,7 @@ class RecallIn(_Body):
     category: Any = None
     mmr: Any = None
     recency_half_life: Optional[float] = None
-    now: Optional[dt.datetime] = None
+    now: Any = None  # checked by the facade (InvalidInput field now), as embedded
     confidence_weight: Any = 0.0
     min_offset: Any = None
     metadata: Any = None
@@ -187,7 +187,7 @@ class SearchIn(_Body):
     session_weight: Any = 0.0
     mmr: Any = None
     recency_half_life: Optional[float] = None
-    now: Optional[dt.datetime] = None
+    now: Any = None  # checked by the facade (InvalidInput field now), as embedded
     confidence_weight: Any = 0.0
     speaker_weight: Any = 0.0
     time_weight: Any = None
@@ -203,6 +203,7 @@ class ContextIn(_Body):
     max_facts: Any = 10
     max_tokens: Any = CONTEXT_TOKENS
     as_data: Any = False
+    now: Any = None
 
 
 class ForgetMatchingIn(_Body):
