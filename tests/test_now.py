@@ -154,7 +154,7 @@ def test_a_bad_now_is_refused_naming_the_field_on_every_face(face) -> None:
 def test_mcp_tools_take_now(tmp_path) -> None:
     from mcp import Client
 
-    from eidetica._server._mcp import build_mcp
+    from eidetica._server.mcp import build_mcp
 
     def text(result) -> str:
         return "\n".join(c.text for c in result.content if getattr(c, "text", None))
@@ -166,7 +166,7 @@ def test_mcp_tools_take_now(tmp_path) -> None:
             async with Client(build_mcp(lambda scope: m)) as c:
                 q = {"query": "what did I buy at the farmers market last week?", "user": "ada"}
                 block = text(await c.call_tool("get_context", {**q, "now": "2023-03-25T10:00:00Z"}))
-                assert "Asked on 2023-03-25" in block and block.index("smoker") < block.find("blender") % 10**6
+                assert "Asked on 2023-03-25" in block and "smoker" in block.split("blender")[0]
                 found = text(await c.call_tool("search_memory", {**q, "now": "2023-02-08T10:00:00Z"}))
                 assert found.splitlines()[0].count("blender") == 1
                 bad = await c.call_tool("recall", {**q, "now": "soon"})
