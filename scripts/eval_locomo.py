@@ -338,7 +338,7 @@ def cached_embedder(inner: Any, cache_dir: Path, shards: bool = False) -> Any:
 
     ``shards``: several processes share the directory (``eval_longmemeval --jobs``): every
     ``<model>*.npz`` is read, and ``save()`` writes only this process's new vectors to a file
-    of its own (``<model>.<pid>-<n>.npz``), so no process overwrites another's.
+    of its own (``<model>.<pid>-<start>-<n>.npz``), so no process overwrites another's.
     """
     import hashlib
 
@@ -360,9 +360,16 @@ def cached_embedder(inner: Any, cache_dir: Path, shards: bool = False) -> Any:
             self.dirty = False
             self.fresh: set[bytes] = set()  # computed by this process (what a shard saves)
             self.saves = 0
+            self.started = time.time_ns()  # a later process with the same pid writes other files
+            self.loaded: set[str] = set()
+            self.load()
+
+        def load(self) -> None:
+            """Read the cache files not read yet (with shards, other processes' new ones too)."""
             found = sorted(self.path.parent.glob(self.path.stem + "*.npz")) if shards else [self.path]
             for f in found:
-                if f.exists() and not f.name.endswith(".tmp.npz"):
+                if f.exists() and not f.name.endswith(".tmp.npz") and f.name not in self.loaded:
+                    self.loaded.add(f.name)
                     with np.load(f) as z:
                         self.vectors.update(zip((bytes(k) for k in z["keys"]), z["vectors"]))
 
@@ -371,6 +378,9 @@ def cached_embedder(inner: Any, cache_dir: Path, shards: bool = False) -> Any:
                 return self.inner.embed(texts)
             keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
             todo = [i for i, k in enumerate(keys) if k not in self.vectors]
+            if todo and shards:  # another process may have embedded them meanwhile
+                self.load()
+                todo = [i for i, k in enumerate(keys) if k not in self.vectors]
             if todo:
                 fresh = self.inner.embed([texts[i] for i in todo])
                 for i, v in zip(todo, fresh):
@@ -391,7 +401,8 @@ def cached_embedder(inner: Any, cache_dir: Path, shards: bool = False) -> Any:
             keys = list(self.vectors)
             if shards:
                 self.saves += 1
-                target = self.path.with_name(f"{self.path.stem}.{os.getpid()}-{self.saves}.npz")
+                target = self.path.with_name(f"{self.path.stem}.{os.getpid()}-{self.started}-{self.saves}.npz")
+                self.loaded.add(target.name)
                 keys = list(self.fresh)
             tmp = target.with_suffix(".tmp.npz")
             np.savez(tmp, keys=np.array(keys, dtype="S16"), vectors=np.stack([self.vectors[k] for k in keys]))

@@ -248,6 +248,8 @@ _WORKER: dict[str, Any] = {}
 
 def _worker_init(embedder: str, cache: str | None, stores: str | None = None) -> None:
     emb = make_embedder(embedder)
+    emb.embed(["a first query loads the model"])  # not inside the first timed query
+    getattr(emb, "cache_clear", lambda: None)()
     if cache:
         emb = cached_embedder(emb, Path(cache), shards=True)
     _WORKER.update(emb=emb, llm=make_llm(None, "", ""), stores=stores)
