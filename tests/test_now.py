@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 import uuid
 
 import numpy as np
@@ -139,6 +140,12 @@ def test_now_moves_what_last_week_means_on_every_face(face) -> None:
     data = face.context(q, user="ada", now=EARLY, as_data=True)
     assert data["now"].startswith("2023-02-08") and "blender" in data["conversations"][0]["text"]
     assert "Asked on" not in face.context(q, user="ada")  # the wall clock: nothing to say about it
+    face.remember("Ada is allergic to peanuts", user="ada", category="health")
+    said = dt.datetime.now(UTC).date()
+    block = face.context("what is Ada allergic to?", user="ada", now=ASKED)
+    assert re.search(r"- Ada is allergic to peanuts \(health, \d{4}-\d\d-\d\d\)", block)  # facts are dated too
+    assert said.isoformat() in block or (said - dt.timedelta(days=1)).isoformat() in block
+    assert "- Ada is allergic to peanuts (health)" in face.context("what is Ada allergic to?", user="ada")
 
 
 def test_a_bad_now_is_refused_naming_the_field_on_every_face(face) -> None:

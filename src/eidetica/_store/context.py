@@ -43,9 +43,11 @@ SESSION_DECAY = 1.0  # weight of a session's n-th snippet: decay ** n (1: rank o
 def _line(kind: str, item: dict[str, Any], ids: bool = False) -> str:
     if kind == "conversations":
         return f"- [{item['date']}, {item['session_id']}] {item['text']}"
+    when = f", {item['date']}" if item.get("date") else ""  # dated when the question is (``now``)
     if kind == "notes":
-        return f"- {item['text']}" + (f" (id: {item['id']})" if ids else "")
-    return f"- {item['text']} ({item['category']}" + (f"; id: {item['id']})" if ids else ")")
+        return f"- {item['text']}" + (f" ({item['date']}" if when else "") + (
+            (f"; id: {item['id']})" if when else f" (id: {item['id']})") if ids else (")" if when else ""))
+    return f"- {item['text']} ({item['category']}{when}" + (f"; id: {item['id']})" if ids else ")")
 
 
 def _speaker(meta: dict[str, Any]) -> str:
@@ -154,6 +156,11 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int,
         "conversations": _conversations(said, frozenset(query_terms(query))),
     }
     used = count_tokens(HEADING) + 1 + (count_tokens(_asked(now)) + 1 if now is not None else 0)
+    if now is not None:  # a question asked at a time: every line says when it was said
+        when = {f.fact_id: f.created for f in profile_facts} | {h.id: h.time for h in facts + notes}
+        for kind in ("profile", "facts", "notes"):
+            for item in sections[kind]:
+                item["date"] = when[item["id"]].date().isoformat()
     kept: dict[str, list[dict[str, Any]]] = {k: [] for k in sections}
     for kind, items in sections.items():
         cap = int(max_tokens * PROFILE_SHARE) if kind == "profile" else max_tokens
