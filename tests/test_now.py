@@ -60,6 +60,9 @@ def test_the_same_words_move_with_now_and_default_to_the_wall_clock() -> None:
     # a bare month without an explicit now keeps matching that month of any year
     assert _hit("what did I watch in January?", dt.datetime(2021, 1, 5, tzinfo=UTC), None)
     assert not _hit("what did I watch in January?", dt.datetime(2021, 1, 5, tzinfo=UTC), ASKED)
+    # plans are not periods of the past: no window, the words stay
+    for plan in ("any documentary for tonight?", "I'm visiting the music store this weekend, ideas?"):
+        assert query_windows(plan, ASKED) == ((), plan)
     # questions that ask for a difference name no period: nothing is taken out
     assert query_windows("How many days ago did I run the 5K?", ASKED) == ((), "How many days ago did I run the 5K?")
 
