@@ -553,7 +553,7 @@ def foreign_questions(conv: Conversation, others: Sequence[Conversation], n: int
 
 
 def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: Any,
-                       swapped: Sequence[str] = ()) -> dict[str, list[float]]:
+                       swapped: Sequence[str] = (), budgets: Sequence[int] = ()) -> dict[str, list[float]]:
     """Per question: what ``context()``, ``recall()`` and ``search()`` (no options) deliver of its evidence,
     ``context()``'s latency (query embedding included); per foreign question: whether search answers
     and whether the block shows anything outside ``### Profile`` (``swapped``: the same with the
@@ -563,7 +563,7 @@ def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: 
     clear = getattr(emb, "cache_clear", lambda: None)
     out: dict[str, list[float]] = {"context": [], "recall": [], "search": [], "context_ms": [], "context_tokens": [],
                                    "foreign_search": [], "foreign_context": [], "foreign_swapped_search": [],
-                                   "foreign_swapped_context": []}
+                                   "foreign_swapped_context": [], **{f"context_at_{b}": [] for b in budgets}}
     from eidetica.providers import count_tokens
 
     for q in conv.questions:
@@ -576,6 +576,10 @@ def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: 
         out["context_tokens"].append(count_tokens(block))
         named = {t for text, ts in fact_turns.items() if text in block for t in ts}
         out["context"].append(delivered(q.evidence, block, named, sentences))
+        for b in budgets:  # the curve: the same question at each budget
+            other = m.context(q.question, user=USER, max_tokens=b)
+            out[f"context_at_{b}"].append(delivered(q.evidence, other, {t for text, ts in fact_turns.items()
+                                                                          if text in other for t in ts}, sentences))
         for name, hits in (("recall", m.recall(q.question, user=USER)), ("search", m.search(q.question, user=USER))):
             turns = set(hits_to_turns([h for h in hits if _get(h, "kind") != "summary"]))
             out[name].append(delivered(q.evidence, " ".join(_get(h, "text") for h in hits), turns, sentences))
@@ -592,8 +596,9 @@ def agent_summary(rows: Mapping[str, Mapping[str, list[float]]]) -> dict[str, An
     def mean(v: Sequence[float]) -> float:
         return round(sum(v) / len(v), 4) if v else 0.0
 
+    curve = sorted({k for r in rows.values() for k in r if k.startswith("context_at_")}, key=lambda k: int(k[11:]))
     keys = ("context", "recall", "search", "foreign_search", "foreign_context", "foreign_swapped_search",
-            "foreign_swapped_context")
+            "foreign_swapped_context", *curve)
     allv = {k: [x for r in rows.values() for x in r[k]] for k in (*keys, "context_ms", "context_tokens")}
     return {
         **{k: mean(allv[k]) for k in keys},
@@ -603,6 +608,7 @@ def agent_summary(rows: Mapping[str, Mapping[str, list[float]]]) -> dict[str, An
         "questions": len(allv["context"]),
         "foreign_questions": len(allv["foreign_search"]),
         "by_conversation": {c: {k: mean(r[k]) for k in keys} for c, r in rows.items()},
+        "curve": {k[11:]: mean(allv[k]) for k in curve},
     }
 
 
@@ -666,6 +672,7 @@ def run_eval(
     embed_cache: Path | None = None,
     agent: bool = False,
     others: Sequence[Conversation] | None = None,
+    budgets: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Ingest each conversation as its own tenant, evaluate every mode, return the results dict.
 
@@ -731,7 +738,7 @@ def run_eval(
                     _use_disk(emb, False)
                     agent_rows[conv.conv_id] = agent_conversation(
                         m, conv, foreign_questions(conv, others or conversations), emb,
-                        foreign_questions(conv, others or conversations, swap=True))
+                        foreign_questions(conv, others or conversations, swap=True), budgets)
                     log(f"conversation {conv.conv_id} (agent): " + json.dumps(agent_summary({conv.conv_id: agent_rows[conv.conv_id]})["by_conversation"][conv.conv_id]))
                 finally:
                     m.close()
@@ -946,6 +953,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="also what the agent receives with no options: context(), recall(), search() evidence "
                          "shares, abstention on another conversation's questions, context() latency "
                          "(a second tenant per conversation, one append per turn)")
+    ap.add_argument("--budgets", default="",
+                    help="with --agent: comma-separated context() budgets for the curve, e.g. 400,800,1000,2000,4000")
     ap.add_argument("--holdout", action="store_true",
                     help="also leave-one-conversation-out: choose the hybrid mode's parameters from GRID on the "
                          "other conversations, score the held-out one (adds about 6 s per grid point per conversation)")
@@ -977,7 +986,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        embedder=args.embedder, llm=llm, progress=not args.json, log=log, holdout=args.holdout,
                        config=config, style=args.speaker_style,
                        embed_cache=None if args.embed_cache == "none" else Path(args.embed_cache),
-                       agent=args.agent, others=load_dataset(data) if args.agent else None)
+                       agent=args.agent, others=load_dataset(data) if args.agent else None,
+                       budgets=[int(b) for b in args.budgets.split(",") if b.strip()])
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     if not args.json and results["by_mode"]:
