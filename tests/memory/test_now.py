@@ -90,7 +90,7 @@ def test_day_range_windows_count_their_late_days() -> None:
 # -- every face --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    from tests.served import Served
+    from tests.support.served import Served
 
     srv = Served(tmp_path_factory.mktemp("now") / "store").start()
     yield srv
@@ -100,7 +100,7 @@ def server(tmp_path_factory):
 @pytest.fixture(params=["embedded", "embedded-async", pytest.param("remote", marks=pytest.mark.slow),
                         pytest.param("remote-async", marks=pytest.mark.slow)])
 def face(request, tmp_path):
-    from tests.synced import Loop, Synced
+    from tests.support.synced import Loop, Synced
 
     loop = Loop() if request.param.endswith("async") else None
     if request.param.startswith("remote"):
