@@ -36,6 +36,7 @@ import datetime as dt
 import gzip
 import hashlib
 import json
+import os
 import re
 import shutil
 import sys
@@ -73,6 +74,7 @@ DEFAULT_BUDGETS = (400, 800, 1000, 2000, 4000)
 MIN_SENTENCE = 20  # characters of a normalised sentence that counts as quoting its turn
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _NON_WORD = re.compile(r"[\W_]+")
+NO_NOW = "EIDETICA_LME_NO_NOW"  # set: questions are asked without their date (``--no-now``)
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -198,19 +200,21 @@ def evaluate_question(m: Any, q: LmeQuestion, emb: Any, budgets: Sequence[int]) 
 
     clear = getattr(emb, "cache_clear", lambda: None)
     row: dict[str, Any] = {"qid": q.qid, "type": q.qtype, "abstention": q.abstention, "turns": q.n_turns}
-    block, row["context_ms"] = _timed(lambda: m.context(q.question, user=USER), clear)
+    # the question's own time: "last week", "3 days ago" count from it (``--no-now``: the wall clock)
+    at = {} if os.environ.get(NO_NOW) else {"now": q.date}
+    block, row["context_ms"] = _timed(lambda: m.context(q.question, user=USER, **at), clear)
     row["context_tokens"] = count_tokens(block)
     secs = context_sections(block)
     row["sections"] = {k: len(v) for k, v in secs.items()}
-    rec, row["recall_ms"] = _timed(lambda: m.recall(q.question, user=USER), clear)
-    hits, row["search_ms"] = _timed(lambda: m.search(q.question, user=USER), clear)
+    rec, row["recall_ms"] = _timed(lambda: m.recall(q.question, user=USER, **at), clear)
+    hits, row["search_ms"] = _timed(lambda: m.search(q.question, user=USER, **at), clear)
     if q.abstention:
         row["block_beyond_profile"] = float(any(v for k, v in secs.items() if k != "Profile"))
         row["search_hits"] = len(hits)
         row["recall_hits"] = len(rec)
         row["block_head"] = [line[:160] for k, v in secs.items() for line in v][:3]
         return row
-    wide = m.search(q.question, user=USER, top_k=60, min_score=0.0)
+    wide = m.search(q.question, user=USER, top_k=60, min_score=0.0, **at)
     sessions = ranked_sessions(h for h in wide if _get(h, "kind") != "fact" or hit_turns(h))
     ev_s = set(q.evidence_sessions)
     for k in SESSION_KS:
@@ -234,7 +238,7 @@ def evaluate_question(m: Any, q: LmeQuestion, emb: Any, budgets: Sequence[int]) 
         named = set(hits_to_turns([h for h in hs if _get(h, "kind") != "summary"]))
         row[name] = delivered(ev, " ".join(_get(h, "text") for h in hs), named, sentences)
     for b in budgets:
-        row[f"context_at_{b}"] = in_block(m.context(q.question, user=USER, max_tokens=b))
+        row[f"context_at_{b}"] = in_block(m.context(q.question, user=USER, max_tokens=b, **at))
     return row
 
 
@@ -450,9 +454,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--stores", default=None,
                     help="keep each question's store in this directory and reuse it when complete (for query-side "
                          "changes only: a change to what ingest writes needs a fresh directory)")
+    ap.add_argument("--no-now", action="store_true", help="ask without now=question_date (the wall clock)")
     ap.add_argument("--json", action="store_true", help="print only the JSON line (progress to stderr)")
     ap.add_argument("--out", default=None, help="also write every question's row and the summary to this file")
     args = ap.parse_args(argv)
+    if args.no_now:  # through the environment: --jobs' spawned workers see it too
+        os.environ[NO_NOW] = "1"
     data = Path(args.data)
     if not data.is_file():
         print(f"no LongMemEval data at {data}", file=sys.stderr)
@@ -477,7 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     answerable = [q for q in questions if not q.abstention]
     if args.ingest_questions > 0:
         summary["ingest"] = measure_ingest(answerable[:args.ingest_questions], args.embedder, args.embed_batch)
-    summary.update(stores_reused=sum(1 for r in rows if r.get("ingest_s_cached") is None), split=args.split, types=types or "all", budgets=list(budgets), jobs=args.jobs,
+    summary.update(stores_reused=sum(1 for r in rows if r.get("ingest_s_cached") is None), split=args.split, now="wall clock" if args.no_now else "question_date", types=types or "all", budgets=list(budgets), jobs=args.jobs,
                    embedder=make_embedder(args.embedder).model_id,
                    embed_cache=("disk cache of the default embedder's own vectors (model id + text hash): "
                                 "the same vectors, so the same figures" if cache else "none"))

@@ -30,6 +30,7 @@ from .projections._names import names_in, strip_names
 from ._store.searching import check_k, holds, search_hits, shown, to_hit
 from ._store.session_handle import SessionHandle
 from ._store.transfer import export_events, import_events, tenant_events
+from .projections._relative import check_now
 from .actors._text import check_id, check_metadata, check_text, sanitize_category
 from .errors import InvalidInput, ProviderError, ReplicaBehind
 from .events import ArrowLog, EventLog, RecordedEvent
@@ -436,7 +437,7 @@ class Memory:
         category: str | None = None,
         mmr: float | None = None,
         recency_half_life: dt.timedelta | None = None,
-        now: dt.datetime | None = None,
+        now: dt.datetime | str | None = None,
         confidence_weight: float = 0.0,
         min_offset: int | Mapping[int, int] | None = None,
         metadata: dict[str, Any] | None = None,
@@ -580,7 +581,7 @@ class Memory:
         session_weight: float = SEARCH_DEFAULTS.session_weight,
         mmr: float | None = None,
         recency_half_life: dt.timedelta | None = None,
-        now: dt.datetime | None = None,
+        now: dt.datetime | str | None = None,
         confidence_weight: float = 0.0,
         speaker_weight: float = SEARCH_DEFAULTS.speaker_weight,
         time_weight: float = SEARCH_DEFAULTS.time_weight,
@@ -638,17 +639,20 @@ class Memory:
         return [h for h in hits if not low or h.kind in ("fact", "note") or h.score >= min_score][:top_k]
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
-                as_data: bool = False) -> Any:
+                as_data: bool = False, now: dt.datetime | str | None = None) -> Any:
         """The agent's "## Relevant Memory" block for a system prompt (format: README, ``_context``):
         the user's profile, then the facts, notes and past messages relevant to ``query``, within
-        ``max_tokens`` (``providers.count_tokens``). ``as_data``: the same content as a dict."""
+        ``max_tokens`` (``providers.count_tokens``). ``as_data``: the same content as a dict.
+        ``now``: when the question is asked (default the wall clock): "last week" or "3 days ago"
+        resolve against it, and the block says that date."""
         check_id("user", user)
         check_k("max_facts", max_facts)
         check_k("max_tokens", max_tokens)
         if not isinstance(as_data, bool):
             raise InvalidInput("as_data", "must be True or False", as_data)
+        now = check_now(now)
         self._sync()
-        data = _context.build(self, query, user=user, max_facts=max_facts, max_tokens=max_tokens)
+        data = _context.build(self, query, user=user, max_facts=max_facts, max_tokens=max_tokens, now=now)
         return data if as_data else _context.render(data)
 
     # -- maintenance -----------------------------------------------------------------

@@ -115,3 +115,27 @@ def test_stats_count_facts_pruned_by_the_cap(mem) -> None:
     facts = mem.stats()["facts"]
     assert facts["active"] == 6 and facts["pruned"] == 2 and facts["max_memories"] == 5
     assert facts["users"] == 2 and facts["users_at_cap"] == 1
+
+
+def test_extraction_of_one_extend_is_one_embedding_call_and_one_commit(tmp_path) -> None:
+    """Every user message of one ``extend``: their facts in one model call, committed with their
+    ``ExtractionCompleted`` in one append (a long history paid a call and two fsyncs per message)."""
+    calls: list[int] = []
+
+    class Counting(HashEmbedder):
+        def embed(self, texts):  # noqa: ANN001, ANN202 - the port's signature
+            calls.append(len(texts))
+            return super().embed(texts)
+
+    with eidetica.open(tmp_path / "s", embedder=Counting(dim=64), clock=Clock()) as m:
+        said = ["I am allergic to peanuts.", "I live in Lisbon.", "I work as a nurse.", "I love hiking."]
+        before = len(calls)
+        m.session("s1", user="u").extend([{"role": "user", "content": t} for t in said]
+                                         + [{"role": "assistant", "content": "Noted, thanks!"}])
+        assert len(calls) - before == 2  # the messages' chunks, then every fact of them
+        assert commits(m) == 1
+        facts = m.list_memories(user="u", limit=20)
+        assert len(facts) >= 3
+        assert {m_["sequence"] for f in facts for m_ in f.metadata["sources"]} <= {0, 1, 2, 3}
+        done = [e for e in m.log.read_stream(facts_stream(m.tenant, "u")) if e.type == "ExtractionCompleted"]
+        assert len(done) == len(said)

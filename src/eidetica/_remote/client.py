@@ -304,7 +304,7 @@ class RemoteMemory:
         return self._call("POST", f"/v1/users/{_q(user)}/memories/batch", json=body)["ids"]
 
     def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None, mmr: float | None = None,
-               recency_half_life: dt.timedelta | None = None, now: dt.datetime | None = None,
+               recency_half_life: dt.timedelta | None = None, now: dt.datetime | str | None = None,
                confidence_weight: float = 0.0, min_offset: int | Mapping[int, int] | None = None,
                metadata: dict[str, Any] | None = None) -> list[Hit]:
         """The user's facts most relevant to ``query`` (``min_offset``: read at least up to another handle's ``written``)."""
@@ -406,7 +406,7 @@ class RemoteMemory:
         session_weight: float = SEARCH_DEFAULTS.session_weight,
         mmr: float | None = None,
         recency_half_life: dt.timedelta | None = None,
-        now: dt.datetime | None = None,
+        now: dt.datetime | str | None = None,
         confidence_weight: float = 0.0,
         speaker_weight: float = SEARCH_DEFAULTS.speaker_weight,
         time_weight: float = SEARCH_DEFAULTS.time_weight,
@@ -429,9 +429,11 @@ class RemoteMemory:
         return _HITS.decode(self._send("POST", "/v1/search", json=body).content)
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
-                as_data: bool = False) -> Any:
-        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as a dict)."""
+                as_data: bool = False, now: dt.datetime | str | None = None) -> Any:
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as a dict; ``now``: the question's time)."""
         body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens, "as_data": as_data}
+        if now is not None:  # absent: the server's wall clock, and an older server still answers
+            body["now"] = now
         return self._call("POST", "/v1/context", json=body)["context"]
 
     # -- maintenance -------------------------------------------------------------------

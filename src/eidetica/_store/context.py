@@ -18,6 +18,7 @@ A question about something never discussed gets the profile alone. Tokens are co
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Any
 
@@ -42,9 +43,11 @@ SESSION_DECAY = 1.0  # weight of a session's n-th snippet: decay ** n (1: rank o
 def _line(kind: str, item: dict[str, Any], ids: bool = False) -> str:
     if kind == "conversations":
         return f"- [{item['date']}, {item['session_id']}] {item['text']}"
+    when = f", {item['date']}" if item.get("date") else ""  # dated when the question is (``now``)
     if kind == "notes":
-        return f"- {item['text']}" + (f" (id: {item['id']})" if ids else "")
-    return f"- {item['text']} ({item['category']}" + (f"; id: {item['id']})" if ids else ")")
+        return f"- {item['text']}" + (f" ({item['date']}" if when else "") + (
+            (f"; id: {item['id']})" if when else f" (id: {item['id']})") if ids else (")" if when else ""))
+    return f"- {item['text']} ({item['category']}{when}" + (f"; id: {item['id']})" if ids else ")")
 
 
 def _speaker(meta: dict[str, Any]) -> str:
@@ -132,7 +135,8 @@ def _conversations(hits: list[Any], terms: frozenset[str] = frozenset()) -> list
     return _diversify(out, SESSION_DECAY)
 
 
-def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> dict[str, Any]:
+def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int,
+          now: dt.datetime | None = None) -> dict[str, Any]:
     """The block's content as data (``m``: the ``Memory`` asking): ``profile``, ``facts``, ``notes``, ``conversations`` (lists of
     dicts, best first, already cut to ``max_tokens``) and ``tokens`` (the rendered block's count)."""
     profile_facts = sorted(
@@ -140,7 +144,7 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> 
         key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id),
     )
     hits = m._search_hits(query, top_k=CANDIDATES, user=user, kinds=["fact", "note", "message", "summary"],
-                          names=True, min_score=FACT_MIN_SCORE, **default_options())
+                          names=True, min_score=FACT_MIN_SCORE, now=now, **default_options())
     facts = [h for h in hits if h.kind == "fact"]
     notes = [h for h in hits if h.kind == "note"][: max(3, max_facts // 2)]
     said = [h for h in hits if h.kind in ("message", "summary") and h.score >= MIN_SCORE]
@@ -151,7 +155,12 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> 
         "notes": [{"id": h.id, "text": h.text, "score": h.score} for h in notes],
         "conversations": _conversations(said, frozenset(query_terms(query))),
     }
-    used = count_tokens(HEADING) + 1
+    used = count_tokens(HEADING) + 1 + (count_tokens(_asked(now)) + 1 if now is not None else 0)
+    if now is not None:  # a question asked at a time: every line says when it was said
+        when = {f.fact_id: f.created for f in profile_facts} | {h.id: h.time for h in facts + notes}
+        for kind in ("profile", "facts", "notes"):
+            for item in sections[kind]:
+                item["date"] = when[item["id"]].date().isoformat()
     kept: dict[str, list[dict[str, Any]]] = {k: [] for k in sections}
     for kind, items in sections.items():
         cap = int(max_tokens * PROFILE_SHARE) if kind == "profile" else max_tokens
@@ -168,18 +177,25 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> 
         if kept[kind]:
             used += spent
     kept_out: dict[str, Any] = dict(kept)
+    if now is not None:  # the question's own day: the agent computes "how many days ago" from it
+        kept_out["now"] = now.isoformat()
     kept_out["tokens"] = count_tokens(render(kept_out))
     return kept_out
+
+
+def _asked(now: dt.datetime) -> str:
+    """The line that dates the question (``now``), weekday included ("last Saturday" needs it)."""
+    return f"Asked on {now.date().isoformat()} ({now.strftime('%A')})."
 
 
 def render(data: dict[str, Any], ids: bool = False) -> str:
     """The ``## Relevant Memory`` markdown block of ``build``'s data (``ids``: each fact's and note's id too, for an
     agent that may act on one; a few tokens more a line)."""
-    lines = [HEADING, ""]
+    lines = [HEADING, ""] + ([_asked(dt.datetime.fromisoformat(data["now"])), ""] if data.get("now") else [])
     for kind, title in TITLES.items():
         items = data.get(kind) or []
         if items:
             lines += [title] + [_line(kind, i, ids) for i in items] + [""]
-    if len(lines) == 2:
+    if not any(data.get(kind) for kind in TITLES):
         lines.append(EMPTY)
     return "\n".join(lines).rstrip() + "\n"

@@ -16,6 +16,7 @@ from ..actors._text import check_text
 from ..errors import CorruptIndex, InvalidInput
 from ..projections import SearchHit
 from ..projections._ranking import SearchOptions, check_min_score
+from ..projections._relative import check_now
 from ..projections._rows import check_kinds
 
 __all__ = ["check_k", "holds", "search_hits", "shown", "to_hit"]
@@ -43,6 +44,8 @@ def search_hits(
     check_k("top_k", top_k)
     if not isinstance(names, bool):
         raise InvalidInput("names", "must be True or False", names)
+    if options.get("now") is not None:  # naive = UTC, ISO strings from the wire: one form from here down
+        options["now"] = check_now(options["now"])
     SearchOptions.check(**options)  # validated before any work: bad input changes nothing
     check_kinds(kinds)
     check_min_score(min_score)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._util import observe as _observe
-from ..errors import InvalidInput, NotFound, WrongExpectedVersion
+from ..errors import InvalidInput, NotFound, ProviderError, WrongExpectedVersion
 from ..events import (
     ChunksEmbedded,
     EventLog,
@@ -459,8 +459,10 @@ class FactCurator(StreamOwner):
         return self._write([(c, cat, [], None, v, r, {}) for (c, cat), v, r in zip(parsed, vectors, rids)])
 
     def _write(self, items: list[tuple[str, str, list[dict[str, Any]], dt.datetime | None, np.ndarray, str,
-                                       dict[str, Any]]]) -> list[str]:
-        """Curate items in order and commit them (with any cap pruning) as one append."""
+                                       dict[str, Any]]],
+               tail: Callable[[list[str]], list[tuple[Event, dt.datetime | None]]] | None = None) -> list[str]:
+        """Curate items in order and commit them (with any cap pruning) as one append; ``tail``: more events
+        for the same append, made from the fact ids (extraction's ``ExtractionCompleted``: atomic with its facts)."""
         with self._lock:
             for attempt in range(3):
                 if all(r and r in self.requests for *_, r, _meta in items):
@@ -484,6 +486,11 @@ class FactCurator(StreamOwner):
                         for e, t in pruned:
                             self._fold(e, t or now)
                         events += pruned
+                    if tail is not None:
+                        more = tail(ids)
+                        for e, t in more:
+                            self._fold(e, t or now)
+                        events += more
                     if events:
                         self._commit(events, folded=True, now=now)
                     return ids
@@ -631,26 +638,40 @@ class FactCurator(StreamOwner):
             _observe.add("extraction_queue", -len(todo))
 
     def _extract(self, todo: list[dict[str, Any]], ids: list[str]) -> list[str]:
-        """``extract``'s work for messages not yet extracted (one at a time, under the actor's lock)."""
+        """``extract``'s work for messages not yet extracted, under the actor's lock: every message's facts
+        embedded in one model call and committed with the messages' ``ExtractionCompleted`` in one append
+        (a long history's ``extend`` paid a model call and two fsyncs per user message)."""
         with self._lock:
+            items: list[tuple[Any, ...]] = []
+            counts: list[int] = []
+            failed: ProviderError | None = None
             for m in todo:
                 text = m["content"].strip()
-                if trivial(text):
-                    found = []
-                else:
-                    found = self.llm.extract_facts(text)  # may raise ProviderError: stays pending
+                try:
+                    found = [] if trivial(text) else self.llm.extract_facts(text)
+                except ProviderError as e:  # this one and later stay pending; earlier ones are committed
+                    failed = e
+                    break
                 source = dict(m.get("metadata") or {}, session_id=m["session_id"], sequence=m["sequence"])
+                items += [(check_text("content", f.content).strip(), sanitize_category(f.category), [source],
+                           m.get("time"), None, "", {}) for f in found]
+                counts.append(len(found))
+            done = todo[:len(counts)]
+
+            def completed(got: list[str]) -> list[tuple[Event, dt.datetime | None]]:
+                out, at = [], 0
+                for m, n in zip(done, counts):
+                    out.append((ExtractionCompleted(session_id=m["session_id"], sequences=[m["sequence"]],
+                                                    facts=got[at:at + n], extractor=extractor_id(self.llm)), None))
+                    at += n
+                return out
+
+            if done:
                 # straight to the batch, not through the coalescer: this thread holds the lock a
-                # coalesced leader would wait for (one embedding call for the message's facts)
-                got = self._remember_batch([
-                    (check_text("content", f.content).strip(), sanitize_category(f.category), [source], m.get("time"),
-                     None, "", {})
-                    for f in found
-                ]) if found else []
-                ids += got
-                done = ExtractionCompleted(session_id=m["session_id"], sequences=[m["sequence"]], facts=got,
-                                           extractor=extractor_id(self.llm))
-                self._commit([(done, None)])
+                # coalesced leader would wait for
+                ids += self._write(self._embed_items(items), tail=completed)
+            if failed is not None:
+                raise failed
         return ids
 
     def sweep(self, now: dt.datetime | None = None) -> dict[str, int]:

@@ -178,7 +178,8 @@ def time_windows(query: str) -> tuple[tuple[tuple[int, int, int, int, int], ...]
     """Dates a query names, and the query without them.
 
     Each window is ``(year, month, day, span, late)`` with 0 for "any" (a month without a
-    year matches that month of every year); ``late`` extra days after the period also count:
+    year matches that month of every year; ``span`` > 0: that many days from the date, as
+    ``_relative`` resolves "last week"); ``late`` extra days after the period also count:
     what happened on a day is often told in a message written a few days later. A bare
     "May" is taken as the month only when capitalised and not sentence-initial.
     """
@@ -212,7 +213,13 @@ def in_windows(ts_us: Sequence[int], windows: Sequence[tuple[int, int, int, int,
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
     for i, us in enumerate(ts_us):
         t = epoch + dt.timedelta(microseconds=int(us))
-        for year, month, day, _span, late in windows:
+        for year, month, day, span, late in windows:
+            if span and year and month and day:  # a day range (relative dates: ``_relative``)
+                first = dt.date(year, month, day)
+                if 0 <= (t.date() - first).days < span + late:
+                    out[i] = True
+                    break
+                continue
             for back in range(late + 1):  # the message's day, or up to ``late`` days before it
                 d = t - dt.timedelta(days=back)
                 if (not year or d.year == year) and (not month or d.month == month) and (not day or d.day == day):

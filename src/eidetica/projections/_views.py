@@ -21,7 +21,8 @@ from ._base import Projection, SearchHit
 from ._index import ChunkIndex
 from ._names import name_pattern, named_words, names_in, strip_names
 from ._projector import Projector
-from ._ranking import AVOID, RESTRICTION_TERMS, SELF, SearchOptions, time_windows
+from ._ranking import AVOID, RESTRICTION_TERMS, SELF, SearchOptions
+from ._relative import query_windows
 from ._state import StateProjection
 
 __all__ = ["LocalViews", "ModelView", "model_slug"]
@@ -190,8 +191,8 @@ class LocalViews:
             options["restrict"] = True  # "what food must I avoid?": allergies and intolerances first
             q = f"{q} {RESTRICTION_TERMS}"
         if options.get("time_weight"):
-            # "in July 2023", "on May 3, 2023": matched against message times, not as words
-            options["windows"], q = time_windows(q)
+            # "in July 2023", "last week", "3 days ago" (against ``now``): matched against message times, not as words
+            options["windows"], q = query_windows(q, options.get("now"))
         if options.get("speaker_weight") and user is not None:
             if people is None:
                 people = self.participant_names(tenant, user)

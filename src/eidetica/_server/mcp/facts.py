@@ -30,13 +30,15 @@ def register(server: MCPServer, tools: Tools) -> None:
         return f"Remembered as {fid}."
 
     @server.tool()
-    async def recall(query: str, user: str, ctx: Context, top_k: int = 5, category: Optional[str] = None) -> str:
+    async def recall(query: str, user: str, ctx: Context, top_k: int = 5, category: Optional[str] = None,
+                     now: Optional[str] = None) -> str:
         """Find the user's stored facts most relevant to `query` (a question or topic in plain words).
 
         Each line is "[Category | score | time]  fact  (id: ...)"; higher scores are more relevant.
+        `now`: when the question is asked (ISO 8601; default now): "last week" counts from it.
         """
         m = mem(ctx)
-        hits = await run(lambda: m.recall(query, top_k, user=user, category=category))
+        hits = await run(lambda: m.recall(query, top_k, user=user, category=category, now=now))
         return _hits(hits, "No stored facts match.")
 
 
@@ -62,11 +64,14 @@ def register(server: MCPServer, tools: Tools) -> None:
         return f"Forgot everything about {user}."
 
     @server.tool()
-    async def get_context(query: str, user: str, ctx: Context, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS) -> str:
+    async def get_context(query: str, user: str, ctx: Context, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
+                          now: Optional[str] = None) -> str:
         """A "## Relevant Memory" markdown block of the user's facts and notes relevant to `query`, each with its id.
 
         Put it in your working context before answering; it is short (about `max_tokens`, plus the ids).
+        `now`: when the question is asked (ISO 8601; default now): relative dates count from it.
         """
         m = mem(ctx)
-        data = await run(lambda: m.context(query, user=user, max_facts=max_facts, max_tokens=max_tokens, as_data=True))
+        data = await run(lambda: m.context(query, user=user, max_facts=max_facts, max_tokens=max_tokens, as_data=True,
+                                           now=now))
         return render(data, ids=True)

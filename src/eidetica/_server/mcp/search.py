@@ -18,12 +18,13 @@ def register(server: MCPServer, tools: Tools) -> None:
 
     @server.tool()
     async def search_memory(query: str, user: str, ctx: Context, top_k: int = 10,
-                            exclude_session: Optional[str] = None) -> str:
+                            exclude_session: Optional[str] = None, now: Optional[str] = None) -> str:
         """Search everything kept about the user: past conversations (messages and summaries), facts and notes.
 
         Use it for "what did I tell you about ...?" questions. `exclude_session` leaves out the
-        current conversation. Lines are "[Kind | score | time]  text  (id: ...)".
+        current conversation. Lines are "[Kind | score | time]  text  (id: ...)". `now`: when the
+        question is asked (ISO 8601; default now): "last week", "3 days ago" count from it.
         """
         m = mem(ctx)
-        hits = await run(lambda: m.search(query, user=user, top_k=top_k, exclude_session=exclude_session))
+        hits = await run(lambda: m.search(query, user=user, top_k=top_k, exclude_session=exclude_session, now=now))
         return _hits(hits, "Nothing relevant was said in past conversations.")

@@ -40,7 +40,7 @@ class RecallIn(_Body):
     category: Any = None
     mmr: Any = None
     recency_half_life: Optional[float] = None
-    now: Optional[dt.datetime] = None
+    now: Any = None  # checked by the facade (InvalidInput field now, ISO strings), as embedded
     confidence_weight: Any = 0.0
     min_offset: Any = None
     metadata: Any = None

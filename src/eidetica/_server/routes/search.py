@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any, Optional
 
 from fastapi import APIRouter
@@ -34,7 +33,7 @@ class SearchIn(_Body):
     session_weight: Any = 0.0
     mmr: Any = None
     recency_half_life: Optional[float] = None
-    now: Optional[dt.datetime] = None
+    now: Any = None  # checked by the facade (InvalidInput field now, ISO strings), as embedded
     confidence_weight: Any = 0.0
     speaker_weight: Any = 0.0
     time_weight: Any = None
@@ -50,6 +49,7 @@ class ContextIn(_Body):
     max_facts: Any = 10
     max_tokens: Any = CONTEXT_TOKENS
     as_data: Any = False
+    now: Any = None
 
 
 def router(api: Api) -> APIRouter:
