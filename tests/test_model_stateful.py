@@ -1,0 +1,25 @@
+"""The store against the reference model (tests/support/model.py): a bounded slice of ``make soak``.
+
+Three faces, each a few random runs of the state machine in tests/support/stateful.py:
+embedded ``open`` and ``AsyncMemory`` in a child process SIGKILLed between steps, and a real
+``eidetica serve`` through ``connect``. The long runs are ``scripts/soak.py`` (``make soak``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from tests.support.stateful import machine_for
+
+STEPS = int(os.environ.get("EIDETICA_MODEL_STEPS", "60"))
+
+
+@pytest.mark.parametrize("face", ["sync", "async", "server"])
+def test_the_store_agrees_with_the_model(face: str) -> None:
+    run_state_machine_as_test(machine_for(face), settings=settings(
+        max_examples=2, stateful_step_count=STEPS, deadline=None, database=None,
+        suppress_health_check=list(HealthCheck)))
