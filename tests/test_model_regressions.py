@@ -23,3 +23,17 @@ def test_a_retried_append_returns_the_offset_its_first_attempt_returned(tmp_path
         many = [{"role": "user", "content": f"part {i} of a batch", "event_id": uuid.uuid4()} for i in range(3)]
         last = s.extend(many)
         assert s.extend(many) == last
+
+
+def test_as_of_refuses_a_negative_offset_as_the_client_does(tmp_path) -> None:
+    # found by the model (bad_input): embedded as_of(-1) answered an empty store, connect() refused it
+    import pytest
+
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64)) as m:
+        m.remember("zqkept fact", user="u1")
+        for when in (-1, {0: -1}, True):
+            with pytest.raises(eidetica.InvalidInput) as e:
+                m.as_of(when)
+            assert e.value.field == "when"
+        with m.as_of(0) as past:  # offset 0 is the first event: a valid moment
+            assert past.list_memories(user="u1") == []
