@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, Phase, settings  # noqa: E402
 from hypothesis import seed as hseed  # noqa: E402
 from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
 
-from tests.support.stateful import COUNTS, machine_for  # noqa: E402
+from tests.support.stateful import COUNTS, TIMES, machine_for  # noqa: E402
 
 FACES = ("sync", "async", "server")
 
@@ -105,7 +105,8 @@ def main() -> None:
             print(failed, flush=True)
     print(json.dumps({"operations": COUNTS["operations"], "crashes": COUNTS["crashes"], "divergences": len(divergences),
                       "seeds": seeds, "minutes": round((time.monotonic() - t0) / 60, 2), "faces": per_face,
-                      "diverged": divergences}))
+                      "diverged": divergences,
+                      "op_seconds": {k: [v[0], round(v[1], 1)] for k, v in sorted(TIMES.items(), key=lambda kv: -kv[1][1])}}))
     sys.exit(1 if divergences else 0)
 
 

@@ -42,7 +42,9 @@ def _lance_rows(store: Path, tokens: set[str]) -> list[str]:
     import lancedb
 
     found = []
-    for d in {p.parent for p in store.rglob("*.lance")}:
+    # a table is a directory <db>/<name>.lance (files named *.lance live inside it)
+    tables = [p for p in store.rglob("*.lance") if p.is_dir() and ".lance" not in "".join(p.parent.parts)]
+    for d in {p.parent for p in tables}:
         db = lancedb.connect(str(d))
         for name in db.table_names():
             t = db.open_table(name)

@@ -64,7 +64,7 @@ def run(memory_of: Callable[[str], Any], op: str, a: dict[str, Any], call: Calla
     if op == "forget":
         return call(m.forget(a["fact_id"], user=a["user"]))
     if op == "list_memories":
-        return [{"id": f.id, "content": f.content} for f in call(m.list_memories(user=a["user"], limit=a.get("limit", 1000)))]
+        return [{"id": f.id, "content": f.text} for f in call(m.list_memories(user=a["user"], limit=a.get("limit", 1000)))]
     if op == "store_note":
         return call(m.store_note(a["text"], user=a["user"]))
     if op == "update_note":
