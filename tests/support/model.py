@@ -72,7 +72,7 @@ class Model:
     forgotten: set[str] = field(default_factory=set)
     held: set[str] = field(default_factory=set)  # tokens an imported tenant holds (never forgotten there)
     # as_of: offset -> (tenant, session id, contents then) / (tenant, user, fact ids then)
-    past_sessions: dict[int, tuple[str, str, list[str]]] = field(default_factory=dict)
+    past_sessions: dict[int, tuple[str, dict[str, list[str]]]] = field(default_factory=dict)
     past_facts: dict[int, tuple[str, str, set[str]]] = field(default_factory=dict)
 
     # -- sessions ------------------------------------------------------------------------
@@ -91,8 +91,9 @@ class Model:
             s.last_sequence += 1
             s.messages.append(Msg(s.last_sequence, role, content, dict(meta), token))
             self.live[token] = (tenant, user)
-        if offset is not None and offset >= 0:
-            self.past_sessions[offset] = (tenant, sid, [m.content for m in s.messages])
+        if offset is not None and offset >= 0:  # every session of the tenant then: a later message is seen
+            self.past_sessions[offset] = (tenant, {i: [m.content for m in x.messages]
+                                                   for (t, i), x in self.sessions.items() if t == tenant and not x.forgotten})
 
     def history(self, tenant: str, sid: str) -> list[Msg]:
         """Live messages of a session, oldest first."""

@@ -102,6 +102,12 @@ def run(memory_of: Callable[[str], Any], op: str, a: dict[str, Any], call: Calla
     if op == "as_of":
         past = call(m.as_of(a["offset"]))
         try:
+            if a["what"] == "histories":  # several sessions through one past view
+                out = {}
+                for sid, user in a["sessions"]:
+                    s = call(past.session(sid, user=user))
+                    out[sid] = [_msg(x) for x in call(s.history())]
+                return out
             if a["what"] == "history":
                 s = call(past.session(a["sid"], user=a["user"]))
                 return [_msg(x) for x in call(s.history())]

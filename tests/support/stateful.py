@@ -163,6 +163,7 @@ class StoreMachine(RuleBasedStateMachine):
         again = self.ok("append", args)
         self.check(first == again, f"a retried append got offset {again}, the first {first}")
         self.model.append(tenant, sid, user, [("user", content, {}, token)], first)
+        self.check_history(tenant, sid)  # stored once
 
     @rule(tenant=tenants, pick=picks)
     def history(self, tenant: str, pick: int) -> None:
@@ -430,11 +431,12 @@ class StoreMachine(RuleBasedStateMachine):
             return
         offs = sorted(self.model.past_sessions)
         off = offs[pick % len(offs)]
-        tenant, sid, contents = self.model.past_sessions[off]
-        got = self.ok("as_of", {"tenant": tenant, "offset": off, "what": "history", "sid": sid,
-                                "user": self.model.sessions[(tenant, sid)].user})
-        self.check([g["content"] for g in got] == contents, f"as_of({off}) of {tenant}/{sid}: "
-                   f"{[g['content'] for g in got]} != {contents}")
+        tenant, sessions = self.model.past_sessions[off]
+        got = self.ok("as_of", {"tenant": tenant, "offset": off, "what": "histories",
+                                "sessions": [[sid, self.model.sessions[(tenant, sid)].user] for sid in sorted(sessions)]})
+        for sid, contents in sorted(sessions.items()):
+            self.check([g["content"] for g in got[sid]] == contents, f"as_of({off}) of {tenant}/{sid}: "
+                       f"{[g['content'] for g in got[sid]]} != {contents}")
 
     # -- bad input, several clients, crashes ----------------------------------------------------
     @rule(i=st.integers(0, 1000), tenant=tenants)
