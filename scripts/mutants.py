@@ -55,7 +55,7 @@ REBUILD = "src/eidetica/projections/_rebuild.py"
 SESSION = "src/eidetica/actors/session.py"
 STATEFUL = ("tests/test_model_stateful.py",)
 # the stateful test alone, longer runs on the embedded face (the three faces run the same model)
-MODEL_ENV = (("EIDETICA_MODEL_STEPS", "150"), ("EIDETICA_MODEL_FACES", "sync"))
+MODEL_ENV = (("EIDETICA_MODEL_STEPS", "150"), ("EIDETICA_MODEL_FACES", "sync"), ("EIDETICA_MODEL_SHRINK", "0"))
 
 MUTANTS = [
     # the fsync is followed by its metrics count since the metrics commit: only the fdatasync goes
@@ -277,11 +277,13 @@ def main() -> None:
             with open(os.path.join(base, m.path), encoding="utf-8") as f:
                 _apply(m, f.read())
         if not args.no_baseline:
-            tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
-            status, took, first = _pytest(base, tests)
-            print(f"baseline (unmutated, {len(tests)} selections): {status} in {took:.0f}s {first}", flush=True)
-            if status != "pass":
-                sys.exit("the tests fail without any mutant: fix that first")
+            for env in dict.fromkeys(m.env for m in chosen):  # each environment its mutants' tests run in
+                tests = tuple(dict.fromkeys(t for m in chosen if m.env == env for t in m.tests))
+                status, took, first = _pytest(base, tests, extra=env)
+                print(f"baseline (unmutated, {len(tests)} selections{', ' if env else ''}"
+                      f"{' '.join(f'{k}={v}' for k, v in env)}): {status} in {took:.0f}s {first}", flush=True)
+                if status != "pass":
+                    sys.exit("the tests fail without any mutant: fix that first")
         for k, m in enumerate(chosen):
             copy = os.path.join(scratch, f"m{k:02d}")
             _copy_tree(copy, base)  # from the snapshot taken at the start: later edits do not leak in

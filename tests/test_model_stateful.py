@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from tests.support.stateful import machine_for
 
 STEPS = int(os.environ.get("EIDETICA_MODEL_STEPS", "60"))
+# scripts/mutants.py: a failure is enough there, its shrinking (process restarts) would take minutes
+SHRINK = os.environ.get("EIDETICA_MODEL_SHRINK", "1") != "0"
 FACES = os.environ.get("EIDETICA_MODEL_FACES", "sync,async,server").split(",")  # scripts/mutants.py: one face
 
 
@@ -25,4 +27,5 @@ def test_the_store_agrees_with_the_model(face: str) -> None:
         pytest.skip(f"EIDETICA_MODEL_FACES={','.join(FACES)}")
     run_state_machine_as_test(machine_for(face), settings=settings(
         max_examples=2, stateful_step_count=STEPS, deadline=None, database=None,
+        phases=[Phase.generate, Phase.shrink] if SHRINK else [Phase.generate],
         suppress_health_check=list(HealthCheck)))
