@@ -56,7 +56,7 @@ _ROWS_KEY = b"eidetica.rows"
 _MAX_RESYNC_PROBES = 4096
 CHECKPOINT_NAME = "recovery.ckpt"
 CHECKPOINT_MAGIC = b"EIDETICA-LOG-CHECKPOINT\n"
-CHECKPOINT_VERSION = 2  # 2: the id map holds id_key(tenant, id), not the raw id (a format-1 file is refused: one full scan)
+CHECKPOINT_VERSION = 3  # 2: a keyed hash of (tenant, id); 3: the raw id and a tenant tag (older files are refused: one full scan)
 
 
 class CheckpointWarning(UserWarning):
@@ -192,7 +192,7 @@ def _scan(
     if position > len(_SCHEMA_BYTES):
         shift = position - len(_SCHEMA_BYTES)
         for batch, start, end in _scan(path, pa.py_buffer(_SCHEMA_BYTES + buf.slice(position).to_pybytes()), first_offset):
-            yield batch, start + shift, (end + shift if batch is not None else end)  # type: ignore[misc]
+            yield batch, start + shift, (end + shift if batch is not None else end)  # type: ignore[misc, operator]
         return
     src = pa.BufferReader(buf)
     try:
@@ -369,9 +369,9 @@ class ArrowLog(BatchLog):
                             torn = True  # only the commit in flight at a crash can be torn
                             break
                         raise CorruptLog(path, start, str(end), offset=part.next_offset)
-                    part.record_batch(batch, _Loc(path, start, end))
+                    part.record_batch(batch, _Loc(path, start, end))  # type: ignore[arg-type]  # a batch: end is int
                     self.recovered_events[partition] += batch.num_rows
-                    good_end = end
+                    good_end = end  # type: ignore[assignment]
             if torn and not self.readonly:
                 self._truncate_tail(path, good_end)
 
@@ -402,13 +402,14 @@ class ArrowLog(BatchLog):
             return None
         part = self._parts[partition]
         head, ids, versions, stream_offsets, batch_cols, resume = loaded
+        resume_at: tuple[int, int] | None = resume
         part.ids = ids
         part.versions = versions
         part.stream_offsets = stream_offsets
         part.batches.freeze(*batch_cols)
         part.next_offset = head
         self._covered[partition] = head
-        return resume
+        return resume_at
 
     def _parse_checkpoint(self, partition: int, f: Any, segs: list[str]) -> tuple[Any, ...]:
         """Check a checkpoint file against its digest and the segments on disk; decode it.
@@ -469,13 +470,13 @@ class ArrowLog(BatchLog):
         head = int(header["next_offset"])
         if len(firsts) and int(firsts[-1] + counts[-1]) != head:
             raise ValueError("checkpoint batch table does not end at its head")
-        ids = _IdIndex(arrays["id_hi"], arrays["id_lo"], arrays["id_offset"])
+        ids = _IdIndex(arrays["id_hi"], arrays["id_lo"], arrays["id_offset"], arrays["id_tenant"])
         if len(ids) != head:
             raise ValueError("checkpoint id map does not hold one id per event")
         streams = header["streams"]
         bounds = np.concatenate(([0], np.cumsum(arrays["stream_count"]))).tolist()
         offs = arrays["stream_offsets"]
-        stream_offsets: dict[str, array] = {}
+        stream_offsets: dict[str, array[int]] = {}
         for j, st in enumerate(streams):
             a = array("q")
             a.frombytes(offs[bounds[j] : bounds[j + 1]].tobytes())
@@ -543,15 +544,16 @@ class ArrowLog(BatchLog):
         end.append(np.fromiter((e.locator.end for e in tail), np.int64, len(tail)))
         firsts = np.concatenate([part.batches.frozen_first, np.fromiter((e.first for e in tail), np.int64, len(tail))])
         counts = np.concatenate([part.batches.frozen_count, np.fromiter((e.count for e in tail), np.int64, len(tail))])
-        hi, lo, off = part.ids.arrays()  # merged into new arrays: later merges never touch these
+        hi, lo, off, tag = part.ids.arrays()  # merged into new arrays: later merges never touch these
         streams = list(part.stream_offsets)
         counts_s = np.fromiter((len(part.stream_offsets[st]) for st in streams), np.int64, len(streams))
         offs = np.frombuffer(b"".join(part.stream_offsets[st].tobytes() for st in streams), np.int64)
         vers = np.fromiter((part.versions[st] for st in streams), np.int64, len(streams))
-        return head, paths, seg, start, end, firsts, counts, (hi, lo, off), streams, counts_s, offs, vers
+        return head, paths, seg, start, end, firsts, counts, (hi, lo, off, tag), streams, counts_s, offs, vers
 
-    def _write_checkpoint_file(self, partition: int, head: int, paths: list[str], seg: list, start: list, end: list,
-                               firsts: np.ndarray, counts: np.ndarray, ids: tuple, streams: list[str],
+    def _write_checkpoint_file(self, partition: int, head: int, paths: list[str], seg: list[np.ndarray],
+                               start: list[np.ndarray], end: list[np.ndarray],
+                               firsts: np.ndarray, counts: np.ndarray, ids: tuple[Any, ...], streams: list[str],
                                counts_s: np.ndarray, offs: np.ndarray, vers: np.ndarray) -> None:
         seg_a, start_a, end_a = np.concatenate(seg), np.concatenate(start), np.concatenate(end)
         ends = [int(end_a[np.searchsorted(seg_a, k, side="right") - 1]) for k in range(len(paths))]
@@ -561,8 +563,8 @@ class ArrowLog(BatchLog):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        hi, lo, off = ids
-        arrays = {"id_hi": hi, "id_lo": lo, "id_offset": off, "stream_count": counts_s, "stream_offsets": offs,
+        hi, lo, off, tag = ids
+        arrays = {"id_hi": hi, "id_lo": lo, "id_offset": off, "id_tenant": tag, "stream_count": counts_s, "stream_offsets": offs,
                   "stream_version": vers, "batch_first": firsts, "batch_count": counts, "batch_seg": seg_a,
                   "batch_start": start_a, "batch_end": end_a}
         header = {"version": CHECKPOINT_VERSION, "partition": partition, "partitions": self.partitions,
@@ -573,14 +575,14 @@ class ArrowLog(BatchLog):
         head_bytes = json.dumps(header).encode() + b"\n"
         h.update(head_bytes)
         for a in arrays.values():
-            h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
+            h.update(memoryview(np.ascontiguousarray(a)).cast("B"))  # type: ignore[arg-type]  # ndarray: a buffer
         cpath = self._checkpoint_path(partition)
         tmp = cpath + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             _write_all(fd, CHECKPOINT_MAGIC + h.hexdigest().encode() + b"\n" + head_bytes)
             for a in arrays.values():
-                _write_all(fd, memoryview(np.ascontiguousarray(a)).cast("B"))
+                _write_all(fd, memoryview(np.ascontiguousarray(a)).cast("B"))  # type: ignore[arg-type]  # ndarray: a buffer
             os.fsync(fd)
         finally:
             os.close(fd)
