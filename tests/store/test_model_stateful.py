@@ -21,6 +21,7 @@ SHRINK = os.environ.get("EIDETICA_MODEL_SHRINK", "1") != "0"
 FACES = os.environ.get("EIDETICA_MODEL_FACES", "sync,async,server").split(",")  # scripts/mutants.py: one face
 
 
+@pytest.mark.crash  # SIGKILLs the process holding the store: the crash tests' deadline (conftest)
 @pytest.mark.parametrize("face", ["sync", "async", "server"])
 def test_the_store_agrees_with_the_model(face: str) -> None:
     if face not in FACES:
