@@ -328,13 +328,17 @@ def make_embedder(name: str) -> Any:
 DEFAULT_EMBED_CACHE = Path.home() / ".cache" / "eidetica-eval"
 
 
-def cached_embedder(inner: Any, cache_dir: Path) -> Any:
+def cached_embedder(inner: Any, cache_dir: Path, shards: bool = False) -> Any:
     """``inner`` behind a disk cache of its vectors by text hash (``<cache_dir>/<model>.npz``).
 
     The LoCoMo turns are the same from run to run: a grid or a ranking change re-runs the
     evaluation without re-embedding 2,760 turns on a shared machine. The cache is used while
     ``use_disk`` is True (ingest, grid scoring); timed queries turn it off so their latency
     includes the query's embedding. ``save()`` writes new vectors (atomic rename).
+
+    ``shards``: several processes share the directory (``eval_longmemeval --jobs``): every
+    ``<model>*.npz`` is read, and ``save()`` writes only this process's new vectors to a file
+    of its own (``<model>.<pid>-<start>-<n>.npz``), so no process overwrites another's.
     """
     import hashlib
 
@@ -354,19 +358,34 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
             self.use_disk = True
             self.vectors: dict[bytes, np.ndarray] = {}
             self.dirty = False
-            if self.path.exists():
-                with np.load(self.path) as z:
-                    self.vectors = dict(zip((bytes(k) for k in z["keys"]), z["vectors"]))
+            self.fresh: set[bytes] = set()  # computed by this process (what a shard saves)
+            self.saves = 0
+            self.started = time.time_ns()  # a later process with the same pid writes other files
+            self.loaded: set[str] = set()
+            self.load()
+
+        def load(self) -> None:
+            """Read the cache files not read yet (with shards, other processes' new ones too)."""
+            found = sorted(self.path.parent.glob(self.path.stem + "*.npz")) if shards else [self.path]
+            for f in found:
+                if f.exists() and not f.name.endswith(".tmp.npz") and f.name not in self.loaded:
+                    self.loaded.add(f.name)
+                    with np.load(f) as z:
+                        self.vectors.update(zip((bytes(k) for k in z["keys"]), z["vectors"]))
 
         def _embed_uncached(self, texts: list[str]) -> np.ndarray:
             if not self.use_disk:
                 return self.inner.embed(texts)
             keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
             todo = [i for i, k in enumerate(keys) if k not in self.vectors]
+            if todo and shards:  # another process may have embedded them meanwhile
+                self.load()
+                todo = [i for i, k in enumerate(keys) if k not in self.vectors]
             if todo:
                 fresh = self.inner.embed([texts[i] for i in todo])
                 for i, v in zip(todo, fresh):
                     self.vectors[keys[i]] = v
+                    self.fresh.add(keys[i])
                 self.dirty = True
             return np.stack([self.vectors[k] for k in keys]).astype(np.float32)
 
@@ -378,10 +397,17 @@ def cached_embedder(inner: Any, cache_dir: Path) -> Any:
             if not self.dirty:
                 return
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp.npz")
+            target = self.path
             keys = list(self.vectors)
+            if shards:
+                self.saves += 1
+                target = self.path.with_name(f"{self.path.stem}.{os.getpid()}-{self.started}-{self.saves}.npz")
+                self.loaded.add(target.name)
+                keys = list(self.fresh)
+            tmp = target.with_suffix(".tmp.npz")
             np.savez(tmp, keys=np.array(keys, dtype="S16"), vectors=np.stack([self.vectors[k] for k in keys]))
-            os.replace(tmp, self.path)
+            os.replace(tmp, target)
+            self.fresh.clear()
             self.dirty = False
 
     return DiskCached()
@@ -527,7 +553,7 @@ def foreign_questions(conv: Conversation, others: Sequence[Conversation], n: int
 
 
 def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: Any,
-                       swapped: Sequence[str] = ()) -> dict[str, list[float]]:
+                       swapped: Sequence[str] = (), budgets: Sequence[int] = ()) -> dict[str, list[float]]:
     """Per question: what ``context()``, ``recall()`` and ``search()`` (no options) deliver of its evidence,
     ``context()``'s latency (query embedding included); per foreign question: whether search answers
     and whether the block shows anything outside ``### Profile`` (``swapped``: the same with the
@@ -537,7 +563,7 @@ def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: 
     clear = getattr(emb, "cache_clear", lambda: None)
     out: dict[str, list[float]] = {"context": [], "recall": [], "search": [], "context_ms": [], "context_tokens": [],
                                    "foreign_search": [], "foreign_context": [], "foreign_swapped_search": [],
-                                   "foreign_swapped_context": []}
+                                   "foreign_swapped_context": [], **{f"context_at_{b}": [] for b in budgets}}
     from eidetica.providers import count_tokens
 
     for q in conv.questions:
@@ -550,6 +576,10 @@ def agent_conversation(m: Any, conv: Conversation, foreign: Sequence[str], emb: 
         out["context_tokens"].append(count_tokens(block))
         named = {t for text, ts in fact_turns.items() if text in block for t in ts}
         out["context"].append(delivered(q.evidence, block, named, sentences))
+        for b in budgets:  # the curve: the same question at each budget
+            other = m.context(q.question, user=USER, max_tokens=b)
+            out[f"context_at_{b}"].append(delivered(q.evidence, other, {t for text, ts in fact_turns.items()
+                                                                          if text in other for t in ts}, sentences))
         for name, hits in (("recall", m.recall(q.question, user=USER)), ("search", m.search(q.question, user=USER))):
             turns = set(hits_to_turns([h for h in hits if _get(h, "kind") != "summary"]))
             out[name].append(delivered(q.evidence, " ".join(_get(h, "text") for h in hits), turns, sentences))
@@ -566,8 +596,9 @@ def agent_summary(rows: Mapping[str, Mapping[str, list[float]]]) -> dict[str, An
     def mean(v: Sequence[float]) -> float:
         return round(sum(v) / len(v), 4) if v else 0.0
 
+    curve = sorted({k for r in rows.values() for k in r if k.startswith("context_at_")}, key=lambda k: int(k[11:]))
     keys = ("context", "recall", "search", "foreign_search", "foreign_context", "foreign_swapped_search",
-            "foreign_swapped_context")
+            "foreign_swapped_context", *curve)
     allv = {k: [x for r in rows.values() for x in r[k]] for k in (*keys, "context_ms", "context_tokens")}
     return {
         **{k: mean(allv[k]) for k in keys},
@@ -577,6 +608,7 @@ def agent_summary(rows: Mapping[str, Mapping[str, list[float]]]) -> dict[str, An
         "questions": len(allv["context"]),
         "foreign_questions": len(allv["foreign_search"]),
         "by_conversation": {c: {k: mean(r[k]) for k in keys} for c, r in rows.items()},
+        "curve": {k[11:]: mean(allv[k]) for k in curve},
     }
 
 
@@ -640,6 +672,7 @@ def run_eval(
     embed_cache: Path | None = None,
     agent: bool = False,
     others: Sequence[Conversation] | None = None,
+    budgets: Sequence[int] = (),
 ) -> dict[str, Any]:
     """Ingest each conversation as its own tenant, evaluate every mode, return the results dict.
 
@@ -705,7 +738,7 @@ def run_eval(
                     _use_disk(emb, False)
                     agent_rows[conv.conv_id] = agent_conversation(
                         m, conv, foreign_questions(conv, others or conversations), emb,
-                        foreign_questions(conv, others or conversations, swap=True))
+                        foreign_questions(conv, others or conversations, swap=True), budgets)
                     log(f"conversation {conv.conv_id} (agent): " + json.dumps(agent_summary({conv.conv_id: agent_rows[conv.conv_id]})["by_conversation"][conv.conv_id]))
                 finally:
                     m.close()
@@ -920,6 +953,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="also what the agent receives with no options: context(), recall(), search() evidence "
                          "shares, abstention on another conversation's questions, context() latency "
                          "(a second tenant per conversation, one append per turn)")
+    ap.add_argument("--budgets", default="",
+                    help="with --agent: comma-separated context() budgets for the curve, e.g. 400,800,1000,2000,4000")
     ap.add_argument("--holdout", action="store_true",
                     help="also leave-one-conversation-out: choose the hybrid mode's parameters from GRID on the "
                          "other conversations, score the held-out one (adds about 6 s per grid point per conversation)")
@@ -951,7 +986,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                        embedder=args.embedder, llm=llm, progress=not args.json, log=log, holdout=args.holdout,
                        config=config, style=args.speaker_style,
                        embed_cache=None if args.embed_cache == "none" else Path(args.embed_cache),
-                       agent=args.agent, others=load_dataset(data) if args.agent else None)
+                       agent=args.agent, others=load_dataset(data) if args.agent else None,
+                       budgets=[int(b) for b in args.budgets.split(",") if b.strip()])
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     if not args.json and results["by_mode"]:

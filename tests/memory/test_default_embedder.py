@@ -90,3 +90,29 @@ def test_a_question_about_something_never_said_finds_nothing(mem) -> None:
     mem.session("trip", user="ada").append("user", "Please book the ryokan in Kyoto for the first week of April")
     mem.session("work", user="ada").append("user", "The quarterly budget review moved to Thursday")
     assert mem.search("What is the capital of Peru?", user="ada") == []
+
+
+def test_what_to_avoid_puts_allergies_and_intolerances_before_a_diet(mem) -> None:
+    # MiniLM alone ranks the diet first for "what must I avoid" (cosine 0.36 against 0.27)
+    s = mem.session("diet", user="ada")
+    s.append("user", "I'm vegetarian, I stopped eating meat three years ago.")
+    s.append("assistant", "Good to know! I'll suggest vegetarian recipes.")
+    t = mem.session("health", user="ada")
+    t.append("user", "I have a severe peanut allergy, so I carry an epipen.")
+    t.append("user", "Also I'm lactose intolerant.")
+    for question in ("What food must I avoid?", "Is there anything I can't eat?"):
+        hits = mem.recall(question, user="ada")
+        texts = [h.text for h in hits]
+        first_diet = min(i for i, x in enumerate(texts) if "vegetarian" in x or "meat" in x)
+        assert {i for i, x in enumerate(texts) if "allergy" in x or "intolerant" in x} >= {0, 1}, texts
+        assert all("allergy" in x or "intolerant" in x for x in texts[:first_diet]), texts
+        block = mem.context(question, user="ada")
+        assert "peanut allergy" in block and "lactose intolerant" in block
+    # a question about something else is ranked as before: no allergy pushed ahead
+    hits = mem.recall("Why did I stop eating meat?", user="ada")
+    assert "meat" in hits[0].text
+    # "avoid" without food in the question is not about what the user may eat: ranked as before
+    from eidetica.projections._ranking import AVOID
+
+    assert not AVOID.match("Which roads should I avoid on my commute?")
+    assert AVOID.match("Which dishes should I avoid at the wedding dinner?")

@@ -238,8 +238,9 @@ def test_agent_rows_count_quoted_and_named_turns(tiny, tmp_path) -> None:
     other.questions[0] = ev.Question("What did A paint?", 4, ("D1:1",))
     assert ev.foreign_questions(tiny, [tiny, other], swap=True)[0] == "What did Ana paint?"
     res = ev.run_eval([tiny], modes=[], ks=(1, 5), store=tmp_path / "store", embedder="hash", progress=False,
-                      log=lambda s: None, agent=True, others=[tiny, other])
+                      log=lambda s: None, agent=True, others=[tiny, other], budgets=(30, 400))
     a = res["agent"]
+    assert set(a["curve"]) == {"30", "400"} and a["curve"]["30"] <= a["curve"]["400"]
     assert a["questions"] == 4 and a["foreign_questions"] == 40 and res["by_mode"] == {}
     for key in ("context", "recall", "search", "foreign_search", "foreign_context"):
         assert 0.0 <= a[key] <= 1.0, key

@@ -83,6 +83,8 @@ CASES: list[tuple[str, str, str]] = [
     ("I'm lactose intolerant.", "health", ""),
     ("I'm recovering from knee surgery.", "health", ""),
     ("I have a peanut allergy.", "health", ""),
+    ("I have a severe peanut allergy.", "health", ""),
+    ("I have a mild lactose intolerance.", "health", ""),
     ("I see a therapist every week.", "health", ""),
     ("I'm pregnant with our first child.", "health", "pregnancy"),
     ("I get migraines when I don't sleep enough.", "health", ""),

@@ -18,9 +18,11 @@ A question about something never discussed gets the profile alone. Tokens are co
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..projections._ranking import FACT_MIN_SCORE, MIN_SCORE, default_options
+from ..projections._tantivy import analyze, query_terms
 from ..providers import count_tokens
 
 __all__ = ["CONTEXT_TOKENS", "PROFILE_CATEGORIES", "PROFILE_SHARE", "build", "render"]
@@ -33,6 +35,8 @@ HEADING = "## Relevant Memory"
 TITLES = {"profile": "### Profile", "facts": "### Facts", "notes": "### Notes",
           "conversations": "### From past conversations"}
 EMPTY = "_No relevant memories._"
+PASSAGE_CHARS = 0  # a turn longer than this shows its passage that holds the query's terms (0: whole)
+SESSION_DECAY = 1.0  # weight of a session's n-th snippet: decay ** n (1: rank order)
 
 
 def _line(kind: str, item: dict[str, Any], ids: bool = False) -> str:
@@ -48,8 +52,50 @@ def _speaker(meta: dict[str, Any]) -> str:
     return name.strip() if isinstance(name, str) and name.strip() else str(meta.get("role") or "user")
 
 
-def _conversations(hits: list[Any]) -> list[dict[str, Any]]:
-    """Message and summary hits as snippets, best first; adjacent turns of a session in one snippet."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _passage(text: str, terms: frozenset[str], limit: int) -> str:
+    """The run of whole sentences of ``text`` within ``limit`` characters that holds the most query
+    terms (the first such run; ``text`` itself when it fits): a long turn shows where it answers,
+    not its head. "..." marks a cut."""
+    if limit <= 0 or len(text) <= limit or not terms:
+        return text
+    parts = [p for p in _SENTENCE_END.split(text) if p.strip()]
+    hits = [len(terms.intersection(analyze(p))) for p in parts]
+    best, best_span = -1, (0, 1)
+    for i in range(len(parts)):
+        size, got, j = 0, 0, i
+        while j < len(parts) and (j == i or size + len(parts[j]) + 1 <= limit):
+            size += len(parts[j]) + 1
+            got += hits[j]
+            j += 1
+        if got > best:
+            best, best_span = got, (i, j)
+    i, j = best_span
+    out = " ".join(p.strip() for p in parts[i:j])
+    if len(out) > limit:  # one sentence longer than the limit: its words up to it
+        out = out[:limit].rsplit(" ", 1)[0]
+    return ("... " if i > 0 else "") + out + (" ..." if j < len(parts) or len(out) < len(parts[i]) else "")
+
+
+def _diversify(snippets: list[dict[str, Any]], decay: float) -> list[dict[str, Any]]:
+    """Snippets best first with the n-th of one session weighed ``decay ** n``: a question that
+    gathers several sessions sees each one's best before a second passage of the first."""
+    if decay >= 1.0:
+        return snippets
+    seen: dict[str, int] = {}
+    keyed = []
+    for i, s in enumerate(snippets):
+        n = seen.get(s["session_id"], 0)
+        seen[s["session_id"]] = n + 1
+        keyed.append((-s["score"] * decay ** n, i, s))
+    return [s for _, _, s in sorted(keyed, key=lambda x: (x[0], x[1]))]
+
+
+def _conversations(hits: list[Any], terms: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """Message and summary hits as snippets, best first; adjacent turns of a session in one snippet
+    (``terms``: the query's, for the passage of a long turn)."""
     best_msg: dict[str, float] = {}
     for h in hits:
         if h.kind == "message":
@@ -82,8 +128,8 @@ def _conversations(hits: list[Any]) -> list[dict[str, Any]]:
             at[(h.session_id, seq)] = snip
     for s in out:
         if s["kind"] == "message":
-            s["text"] = " / ".join(f"{t['speaker']}: {t['text']}" for t in s["turns"])
-    return out
+            s["text"] = " / ".join(f"{t['speaker']}: {_passage(t['text'], terms, PASSAGE_CHARS)}" for t in s["turns"])
+    return _diversify(out, SESSION_DECAY)
 
 
 def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> dict[str, Any]:
@@ -103,7 +149,7 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int) -> 
                     for f in profile_facts],
         "facts": [{"id": h.id, "text": h.text, "category": h.category, "score": h.score} for h in facts],
         "notes": [{"id": h.id, "text": h.text, "score": h.score} for h in notes],
-        "conversations": _conversations(said),
+        "conversations": _conversations(said, frozenset(query_terms(query))),
     }
     used = count_tokens(HEADING) + 1
     kept: dict[str, list[dict[str, Any]]] = {k: [] for k in sections}

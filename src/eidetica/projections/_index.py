@@ -80,7 +80,7 @@ from ._maintenance import du
 from ._marks import Marks
 from ._ranking import SearchOptions, check_min_score
 from ._ranking import confidence as _confidence
-from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, rrf, smooth, speaker_bonus, speaker_of, text_share, zscore
+from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, restriction_bonus, rrf, smooth, speaker_bonus, speaker_of, text_share, zscore
 from ._ranking import mmr as _mmr_pick
 from ._rebuild import BulkRebuild
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
@@ -651,6 +651,7 @@ class ChunkIndex(BulkRebuild, Projection):
             sc = speaker_bonus(sc, np.array([r.kind == "message" and speaker_of(r.meta_dict(), r.text) in names
                                              for r in cand]),
                                opts.speaker_weight)
+        sc = restriction_bonus(sc, [r.text for r in cand], opts)
         if opts.time_weight and opts.windows:
             # in units of the most a message can score without it (fused 1, its session's best,
             # both neighbours, the speaker bonus): at 1.0 a message of the named period ranks

@@ -21,7 +21,7 @@ from ._base import Projection, SearchHit
 from ._index import ChunkIndex
 from ._names import name_pattern, named_words, names_in, strip_names
 from ._projector import Projector
-from ._ranking import SELF, SearchOptions, time_windows
+from ._ranking import AVOID, RESTRICTION_TERMS, SELF, SearchOptions, time_windows
 from ._state import StateProjection
 
 __all__ = ["LocalViews", "ModelView", "model_slug"]
@@ -186,6 +186,9 @@ class LocalViews:
         if names and user is not None:
             people = self.participant_names(tenant, user)
             q = strip_names(q, people)
+        if options.get("restriction_weight") and AVOID.match(query):
+            options["restrict"] = True  # "what food must I avoid?": allergies and intolerances first
+            q = f"{q} {RESTRICTION_TERMS}"
         if options.get("time_weight"):
             # "in July 2023", "on May 3, 2023": matched against message times, not as words
             options["windows"], q = time_windows(q)

@@ -140,7 +140,7 @@ _BAD_MY_SUBJECTS = frozenset(
     thoughts opinion take hope worry fear goal task prompt query test result results plan
     browser app account password""".split()
 )
-_HEALTH = r"(?:diabetes|type [12] diabetes|asthma|adhd|autism|celiac(?: disease)?|coeliac(?: disease)?|epilepsy|arthritis|migraines|hypertension|high blood pressure|anxiety|depression|dyslexia|allergies|an? [\w-]+ allergy|a (?:heart|kidney|thyroid) condition|ibs|crohn's|lupus|cancer)"
+_HEALTH = r"(?:diabetes|type [12] diabetes|asthma|adhd|autism|celiac(?: disease)?|coeliac(?: disease)?|epilepsy|arthritis|migraines|hypertension|high blood pressure|anxiety|depression|dyslexia|allergies|an? (?:[\w-]+ ){1,3}(?:allergy|intolerance)|a (?:heart|kidney|thyroid) condition|ibs|crohn's|lupus|cancer)"
 _NUMBER_WORD = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|my own|several|some)"
 
 # (compiled pattern, category, optional validator on the match) in priority order.
