@@ -9,7 +9,7 @@ export RAY_AUTH_MODE := disabled
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install chromium demo test test-fast test-unit lint docs bench mutants clean
+.PHONY: install chromium demo test test-fast test-unit lint docs bench mutants soak clean
 
 install: $(STAMP)
 
@@ -58,6 +58,12 @@ bench: install
 # Deliberate bugs that the tests must catch (not part of `make test`; takes minutes).
 mutants: install
 	$(BIN)/python scripts/mutants.py
+
+# The store against the reference model (tests/support/model.py), random runs with crashes, for
+# SOAK_MINUTES (default 30); `scripts/soak.py --quick` is the bar's short run. Last line: JSON.
+SOAK_MINUTES ?= 30
+soak: install
+	$(BIN)/python scripts/soak.py --minutes $(SOAK_MINUTES)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build site *.egg-info src/*.egg-info

@@ -40,6 +40,7 @@ class Mutant:
     old: str
     new: str
     tests: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()  # environment of its test run (e.g. longer stateful runs)
 
 
 LOG = "src/eidetica/events/log.py"
@@ -51,11 +52,16 @@ TANTIVY = "src/eidetica/projections/_tantivy.py"
 ROWS = "src/eidetica/projections/_rows.py"
 CONFIG = "src/eidetica/actors/_config.py"
 REBUILD = "src/eidetica/projections/_rebuild.py"
+SESSION = "src/eidetica/actors/session.py"
+STATEFUL = ("tests/store/test_model_stateful.py",)
+# the stateful test alone, longer runs on the embedded face (the three faces run the same model)
+MODEL_ENV = (("EIDETICA_MODEL_STEPS", "150"), ("EIDETICA_MODEL_FACES", "sync"), ("EIDETICA_MODEL_SHRINK", "0"))
 
 MUTANTS = [
+    # the fsync is followed by its metrics count since the metrics commit: only the fdatasync goes
     Mutant("no fdatasync before acknowledging", ARROW,
-           '            if self.fsync == "always":\n                os.fdatasync(seg.fd)\n',
-           "            pass\n",
+           '            if self.fsync == "always":\n                os.fdatasync(seg.fd)\n                _observe.count("log_fsyncs")\n',
+           '            if self.fsync == "always":\n                _observe.count("log_fsyncs")\n',
            ("tests/events/test_powerloss.py",)),
     Mutant("no idempotency by event id", LOG,
            "                if known_offs:\n", "                if False:\n",
@@ -173,6 +179,30 @@ MUTANTS = [
     Mutant("bulk rebuild: confidence changes skip buffered rows", REBUILD,
            "                r.confidence = conf\n", "                pass\n",
            ("tests/projections/test_rebuild_bulk.py",)),
+    # session 13: semantics the reference model covers (tests/support/model.py), each caught by the
+    # stateful test alone (tests/store/test_model_stateful.py)
+    Mutant("model: read window off by one", SESSION,
+           "        for m in reversed(msgs[-window:]):\n", "        for m in reversed(msgs[-window - 1:]):\n",
+           STATEFUL, MODEL_ENV),
+    Mutant("model: a forgotten message left in the chunk index", INDEX,
+           '            self._delete(b, Pred(tenant, "source_id", e.message_id, etime))\n', "            pass\n",
+           STATEFUL, MODEL_ENV),
+    Mutant("model: an import that drops metadata", "src/eidetica/_store/transfer.py",
+           '            ev = msgspec.convert(r["event"], Union[EVENT_TYPES])',
+           '            ev = msgspec.convert({k: v for k, v in r["event"].items() if k != "metadata"}, Union[EVENT_TYPES])',
+           STATEFUL, MODEL_ENV),
+    Mutant("model: no tenant filter listing items", "src/eidetica/projections/_state.py",
+           "            out = [it for (t, ns), b in self._items.items() if t == tenant and ns[:n] == tuple(prefix) for it in b.values()]\n",
+           "            out = [it for (t, ns), b in self._items.items() if ns[:n] == tuple(prefix) for it in b.values()]\n",
+           STATEFUL, MODEL_ENV),
+    Mutant("model: a retried append stored twice", SESSION,
+           '                known[:] = [self.message_ids[i["event_id"]] for i in items if i.get("event_id") in self.message_ids]\n',
+           "                known[:] = []\n",
+           STATEFUL, MODEL_ENV),
+    Mutant("model: as_of sees one later event", "src/eidetica/_store/asof.py",
+           '    return (lambda batch, p: pc.less_equal(batch.column("offset"), cut[p])), f"the store as of offset {when}"',
+           '    return (lambda batch, p: pc.less_equal(batch.column("offset"), cut[p] + 1)), f"the store as of offset {when}"',
+           STATEFUL, MODEL_ENV),
 ]
 
 
@@ -184,9 +214,10 @@ def _copy_tree(dest: str, root: str = ROOT) -> None:
     shutil.copy(os.path.join(root, "pyproject.toml"), dest)
 
 
-def _pytest(copy: str, tests: tuple[str, ...], selection: tuple[str, ...] = ()) -> tuple[str, float, str]:
+def _pytest(copy: str, tests: tuple[str, ...], selection: tuple[str, ...] = (),
+            extra: tuple[tuple[str, str], ...] = ()) -> tuple[str, float, str]:
     """Run ``tests`` in the copy: ('pass' | 'fail' | 'error' | 'hang', seconds, first failing test)."""
-    env = dict(os.environ, PYTHONPATH=os.path.join(copy, "src"), PYTHONDONTWRITEBYTECODE="1")
+    env = dict(os.environ, PYTHONPATH=os.path.join(copy, "src"), PYTHONDONTWRITEBYTECODE="1", **dict(extra))
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not ray", *selection, *tests]
     t0 = time.monotonic()
     try:
@@ -201,6 +232,19 @@ def _pytest(copy: str, tests: tuple[str, ...], selection: tuple[str, ...] = ()) 
     if out.returncode == 1:
         return "fail", took, first
     return "error", took, first or out.stdout[-300:] + out.stderr[-300:]
+
+
+def _apply(m: Mutant, src: str) -> str:
+    """The mutated source; exits loudly when the mutant no longer applies (its code changed) or does
+    not compile: a mutant that breaks the import would count as an error, never as caught."""
+    if src.count(m.old) != 1:
+        sys.exit(f"mutant {m.name!r}: the code to replace occurs {src.count(m.old)} times in {m.path}: update the mutant")
+    mutated = src.replace(m.old, m.new)
+    try:
+        compile(mutated, m.path, "exec")
+    except SyntaxError as e:
+        sys.exit(f"mutant {m.name!r}: the mutated {m.path} does not compile ({e}): update the mutant")
+    return mutated
 
 
 def _imports_the_copy(copy: str) -> bool:
@@ -229,36 +273,43 @@ def main() -> None:
         _copy_tree(base)  # one snapshot of the tree; every mutant starts from it
         if not _imports_the_copy(base):
             sys.exit("the copy's src is not imported first: is PYTHONPATH overridden?")
+        for m in chosen:  # every mutant applies (and compiles) before any test runs
+            with open(os.path.join(base, m.path), encoding="utf-8") as f:
+                _apply(m, f.read())
         if not args.no_baseline:
-            tests = tuple(dict.fromkeys(t for m in chosen for t in m.tests))
-            status, took, first = _pytest(base, tests)
-            print(f"baseline (unmutated, {len(tests)} selections): {status} in {took:.0f}s {first}", flush=True)
-            if status != "pass":
-                sys.exit("the tests fail without any mutant: fix that first")
+            for env in dict.fromkeys(m.env for m in chosen):  # each environment its mutants' tests run in
+                tests = tuple(dict.fromkeys(t for m in chosen if m.env == env for t in m.tests))
+                status, took, first = _pytest(base, tests, extra=env)
+                print(f"baseline (unmutated, {len(tests)} selections{', ' if env else ''}"
+                      f"{' '.join(f'{k}={v}' for k, v in env)}): {status} in {took:.0f}s {first}", flush=True)
+                if status != "pass":
+                    sys.exit("the tests fail without any mutant: fix that first")
         for k, m in enumerate(chosen):
             copy = os.path.join(scratch, f"m{k:02d}")
             _copy_tree(copy, base)  # from the snapshot taken at the start: later edits do not leak in
             target = os.path.join(copy, m.path)
             with open(target, encoding="utf-8") as f:
                 src = f.read()
-            if src.count(m.old) != 1:
-                sys.exit(f"mutant {m.name!r}: the code to replace occurs {src.count(m.old)} times in {m.path}")
+            mutated = _apply(m, src)
             with open(target, "w", encoding="utf-8") as f:
-                f.write(src.replace(m.old, m.new))
-            status, took, first = _pytest(copy, m.tests)
+                f.write(mutated)
+            status, took, first = _pytest(copy, m.tests, extra=m.env)
             rows.append((m.name, status, took, first))
             print(f"  {m.name}: {status} ({took:.0f}s) {first}", file=sys.stderr, flush=True)
             shutil.rmtree(copy, ignore_errors=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     caught = sum(1 for _, status, _, _ in rows if status in ("fail", "hang"))
+    errors = sum(1 for _, status, _, _ in rows if status == "error")
     width = max((len(r[0]) for r in rows), default=10)
     print(f"| {'mutant':<{width}} | result        | seconds | caught by")
     print(f"|{'-' * (width + 2)}|---------------|---------|----------")
     for name, status, took, first in rows:
         verdict = {"fail": "caught", "hang": "caught (hang)", "pass": "MISSED", "error": "ERROR"}[status]
         print(f"| {name:<{width}} | {verdict:<13} | {took:7.0f} | {first}")
-    print(json.dumps({"mutants": len(rows), "caught": caught}))
+    print(json.dumps({"mutants": len(rows), "caught": caught, "errors": errors}))
+    if errors:  # a mutant that only breaks the tests' collection proves nothing: loud, not "not caught"
+        sys.exit(f"{errors} mutant(s) ended in an error (not a test failure): see the table")
 
 
 if __name__ == "__main__":

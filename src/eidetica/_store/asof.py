@@ -73,9 +73,11 @@ def _cut(log: Any, when: Any) -> tuple[Callable[[pa.Table, int], Any], str]:
             raise InvalidInput("when", "must be a timezone-aware datetime or a log offset", when)
         at = pa.scalar(when, type=pa.timestamp("us", tz="UTC"))
         return (lambda batch, p: pc.less_equal(batch.column("time"), at)), f"the store as of {when.isoformat()}"
-    if isinstance(when, int) and not isinstance(when, bool):
+    # a log offset is >= 0, as the client checks it (a negative one was read as "before anything" here only)
+    if isinstance(when, int) and not isinstance(when, bool) and when >= 0:
         cut = {p: when for p in range(log.partitions)}
-    elif isinstance(when, Mapping) and all(isinstance(k, int) and isinstance(v, int) for k, v in when.items()):
+    elif isinstance(when, Mapping) and all(isinstance(k, int) and isinstance(v, int) and not isinstance(v, bool)
+                                           and v >= 0 for k, v in when.items()):
         cut = {p: when.get(p, -1) for p in range(log.partitions)}
     else:
         raise InvalidInput("when", "must be a timezone-aware datetime, an offset or {partition: offset}", when)

@@ -210,7 +210,7 @@ class SessionActor(StreamOwner):
             events, first, last = append_expecting(self, build)
             if known:  # a retried call whose first attempt was committed
                 self._check_retry(items, len(known))
-                return max(known)
+                return self._commit_end(items, max(known))
             now = self.clock()
             base = self.version - len(events)
             for k, ne in enumerate(events):  # fold what we wrote rather than re-reading it
@@ -300,6 +300,21 @@ class SessionActor(StreamOwner):
                     )
                 )
         return events + self._moved_chunks(moved)
+
+    def _commit_end(self, items: Sequence[dict[str, Any]], last_message: int) -> int:
+        """The offset a retried append's first commit ended at, as that call returned it: one request's
+        events are contiguous, and its chunk events follow its messages (a reader waiting for this
+        offset, ``min_offset``, then sees the message's vectors too, not only the message)."""
+        sources = {i["event_id"].hex for i in items}
+        p = self.log.partition_of(self.stream)
+        end, head = last_message, self.log.head(p)
+        while end + 1 < head:
+            for rec in self.log.read_offsets(range(end + 1, min(end + 33, head)), partition=p):
+                if (rec.offset != end + 1 or rec.stream != self.stream or rec.type != "ChunksEmbedded"
+                        or rec.decode().source_id not in sources):
+                    return end
+                end = rec.offset
+        return end
 
     def _check_retry(self, items: Sequence[dict[str, Any]], known: int) -> None:
         """A retry must carry the messages its ids were logged with; anything else is ``EventIdConflict``."""
