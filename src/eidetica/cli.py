@@ -274,6 +274,9 @@ def import_(file: Path, path: Path = PATH, tenant: str = TENANT, model: Optional
         n = m.import_(file)
     console.print(f"imported {escape(str(file))} into tenant {tenant!r}: {n['written']} events written, "
                   f"{n['skipped']} skipped (already in the store)")
+    if n["conflicts"]:  # ids the tenant holds for other events: skipped, named so they can be looked at
+        console.print(f"{len(n['conflicts'])} skipped because their id already names another event: "
+                      + ", ".join(n["conflicts"][:20]) + (" ..." if len(n["conflicts"]) > 20 else ""))
 
 
 @app.command()

@@ -710,8 +710,8 @@ class Memory:
         self._drain_items()
         return export_events(self.log, self.tenant, path)
 
-    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
-        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written", "skipped", "conflicts": [ids]}``."""
         n = import_events(self.log, self.tenant, path, lambda stream, evs: append_through_owner(self.runtime, stream, evs))
         self.items._recovered = False  # imported puts may still want their vectors (written behind)
         if isinstance(self.runtime, LocalRuntime):

@@ -766,7 +766,7 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
                 if e.field != "path":
                     raise
                 raise InvalidInput("body", e.problem) from None  # the temporary file is no concern of the client's
-        return _wrote(m, n)  # {"written": ..., "skipped": ...}
+        return _wrote(m, n)  # {"written": ..., "skipped": ..., "conflicts": [...]}
 
     _item_routes(app, M)
     from ._ui import mount_ui  # the inspector pages (/ui), same keys and tenant views
