@@ -824,17 +824,26 @@ def test_context_block(mem) -> None:
     mem.session("c1", user="ada").append("user", "I adopted a greyhound called Biscuit last spring")
     block = mem.context("what should Ada eat", user="ada")
     assert block.startswith("## Relevant Memory")
-    # the standing health fact is profile, shown for any question; the food fact answers this one
-    assert "### Profile\n- I am allergic to shellfish (health)" in block
-    assert "### Facts\n- Ada is vegetarian (food)" in block
+    # #43: facts stored with remember are profile whatever their category, the most relevant first
+    assert "### Profile\n- Ada is vegetarian (food)\n- I am allergic to shellfish (health)" in block
+    assert "### Facts" not in block  # what the profile shows is not repeated
     dog = mem.context("what breed is the dog Biscuit", user="ada")
     assert "### From past conversations\n- [" in dog and ", c1] user: I adopted a greyhound" in dog
     # a question about someone never discussed: the profile alone
+    dinner = mem.context("plan Ada's dinner", user="ada")  # the README's example: both facts
+    assert "Ada is vegetarian (food)" in dinner.split("###")[1] and "allergic to shellfish" in dinner.split("###")[1]
     other = mem.context("What did Caroline research for her thesis?", user="ada")
     assert "### Profile" in other and "### Facts" not in other and "past conversations" not in other
     data = mem.context("what breed is the dog Biscuit", user="ada", as_data=True)
     assert data["conversations"][0]["session_id"] == "c1" and "greyhound" in data["conversations"][0]["text"]
-    assert [p["text"] for p in data["profile"]] == ["I am allergic to shellfish"] and data["tokens"] > 0
+    assert sorted(p["text"] for p in data["profile"]) == ["Ada is vegetarian", "I am allergic to shellfish"]
+    assert data["tokens"] > 0
+    # the profile keeps to its share of the budget: with room for one line, the most relevant one
+    from eidetica._context import PROFILE_SHARE
+    from eidetica.providers import count_tokens
+    need = count_tokens("### Profile") + 1 + count_tokens("- Ada is vegetarian (food)")
+    one = mem.context("what should Ada eat", user="ada", max_tokens=int(need / PROFILE_SHARE) + 2, as_data=True)
+    assert [p["text"] for p in one["profile"]] == ["Ada is vegetarian"]
     small = mem.context("what should Ada eat", user="ada", max_tokens=12)
     assert len(small) < len(block)
     with pytest.raises(InvalidInput):

@@ -55,7 +55,7 @@ MUST_EXTRACT = [
     ("My name is Sam", ["My name is Sam."], "identity"),
     ("Call me Sam.", ["Call me Sam."], "identity"),
     ("I'm 34 years old", ["I'm 34 years old."], "personal"),
-    ("im vegan", ["I'm vegan."], "preference"),
+    ("im vegan", ["I'm vegan."], "diet"),
     ("I'm from Lyon", ["I'm from Lyon."], "location"),
     ("I'm originally from Lyon but I live in Oslo", ["I'm originally from Lyon.", "I live in Oslo."], "location"),
     ("My favourite colour is blue.", ["My favourite colour is blue."], "preference"),
