@@ -439,6 +439,11 @@ class RemoteMemory:
         """Decay and prune facts of every user, and retry pending extractions."""
         return self._call("POST", "/v1/sweep", json={"now": now})
 
+    def usage(self, user: str | None = None, since: dt.datetime | None = None,
+              until: dt.datetime | None = None) -> dict[str, Any]:
+        """What the LLM cost this tenant (the served store's ledger), by model, purpose, user and day."""
+        return self._call("GET", "/v1/usage", params={"user": user, "since": since, "until": until})
+
     def stats(self) -> dict[str, Any]:
         """Counts and sizes of the served store, seen from this tenant."""
         return self._call("GET", "/v1/stats")

@@ -703,6 +703,12 @@ def create_app(memory: Memory, *, keys: KeyStore | None = None, host: str = "127
         """Decay and prune facts, retry pending extractions."""
         return _wrote(m, m.sweep(body.now))
 
+    @app.get("/v1/usage", tags=["maintenance"])
+    def usage(user: Optional[str] = None, since: Optional[dt.datetime] = None, until: Optional[dt.datetime] = None,
+              m: Memory = M) -> Response:
+        """What the LLM cost this tenant: calls and tokens by model, purpose, user and day (``until`` exclusive)."""
+        return _json(m.usage(user=user, since=since, until=until))
+
     @app.get("/v1/stats", tags=["maintenance"])
     def stats(m: Memory = M) -> Response:
         """This tenant's counts (events, streams, sessions, facts); the whole store's only without keys (loopback)."""
