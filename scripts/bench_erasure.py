@@ -23,7 +23,7 @@ from bench_asof import fill, messages_arg, open_store  # a sibling script: the s
 def main() -> None:
     """Build, measure both, print one JSON line."""
     n = messages_arg(__doc__)
-    from eidetica._compaction import plan_compaction
+    from eidetica._store.compaction import plan_compaction
 
     d = Path(tempfile.mkdtemp())
 

@@ -158,7 +158,7 @@ def read_phase(root: str, agents: int, messages: int, seconds: float, embedder: 
     from ray.cluster_utils import Cluster
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from eidetica._fleet import shutdown_store, store_key
+    from eidetica._ray import shutdown_store, store_key
 
     os.environ.pop("RAY_ADDRESS", None)  # our own cluster, never another one running on the machine
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
@@ -324,7 +324,7 @@ def read_phase(root: str, agents: int, messages: int, seconds: float, embedder: 
             ray.kill(a)
         owner.close()
         # one more replica on the worker node, started both ways on the same store
-        from eidetica._fleet import ACTOR_OPTIONS, ViewsActor
+        from eidetica._ray import ACTOR_OPTIONS, ViewsActor
 
         log_h, emb_h = ray.get_actor(f"eidetica:{key_of}:log"), ray.get_actor(f"eidetica:{key_of}:embedder")
         donor = ray.get_actor(f"eidetica:{key_of}:views")
@@ -374,7 +374,7 @@ def main() -> None:
     read_messages, seconds = (2_000, 4.0) if args.quick else (20_000, 15.0)
     import ray
 
-    from eidetica._fleet import shutdown_store
+    from eidetica._ray import shutdown_store
 
     root = tempfile.mkdtemp(prefix="eidetica-fleet-")
     if args.reads_only:

@@ -53,7 +53,7 @@ os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 import eidetica  # noqa: E402
 from eidetica.actors import MemoryConfig  # noqa: E402
-from eidetica._blas import single_threaded_blas  # noqa: E402
+from eidetica._util.blas import single_threaded_blas  # noqa: E402
 from eidetica.providers import LocalEmbedder, default_embedder, default_model_path  # noqa: E402
 
 USER = "ada"

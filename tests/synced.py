@@ -12,7 +12,7 @@ import inspect
 import threading
 from typing import Any, Awaitable
 
-from eidetica._aio import AsyncFace
+from eidetica._remote.aio import AsyncFace
 
 
 class Loop:

@@ -7,8 +7,8 @@ import inspect
 
 import pytest
 
-from eidetica._client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
-from eidetica._items import Items
+from eidetica._remote.client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
+from eidetica._store.items import Items
 from eidetica.actors import Schedules
 from eidetica.memory import Memory, SessionHandle
 

@@ -51,10 +51,10 @@ def _write(m, lo: int, hi: int) -> None:
 @pytest.mark.parametrize("how", ["derived", "tantivy-rebuilt", "replayed"])
 def test_as_of_a_large_store_answers_as_the_store_did(tmp_path, monkeypatch, how) -> None:
     if how == "tantivy-rebuilt":  # the live index merged away a file while it was being linked: built from the rows
-        monkeypatch.setattr("eidetica._asof.link_generation", lambda source, root: False)
+        monkeypatch.setattr("eidetica._store.asof.link_generation", lambda source, root: False)
     if how == "replayed":  # what a store whose index lives elsewhere (Ray) does: the copy is folded in bulk
-        monkeypatch.setattr("eidetica._asof.BULK_EVENTS", 10**12)
-    import eidetica._asof as asof
+        monkeypatch.setattr("eidetica._store.asof.BULK_EVENTS", 10**12)
+    import eidetica._store.asof as asof
 
     derived = []  # the real derive_past, counted: the derived variants must not fall back to a replay
     real = asof.derive_past

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import eidetica
-from eidetica._client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
-from eidetica._items import Items
+from eidetica._remote.client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
+from eidetica._store.items import Items
 from eidetica.actors.schedules import Schedules
 from eidetica.errors import InvalidInput, NotFound
 from eidetica.memory import Memory, SessionHandle
@@ -40,7 +40,7 @@ def _public(cls: type) -> dict[str, Any]:
 @pytest.mark.parametrize("sync_cls", [Memory, SessionHandle, Items, Schedules,
                                       RemoteMemory, RemoteSession, RemoteItems, RemoteSchedules])
 def test_every_public_method_is_mirrored_as_a_coroutine_with_the_same_signature(sync_cls) -> None:
-    from eidetica._aio import AsyncFace
+    from eidetica._remote.aio import AsyncFace
 
     face = AsyncFace.of(object.__new__(sync_cls), None)  # type: ignore[arg-type]
     for name, fn in _public(sync_cls).items():

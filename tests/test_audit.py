@@ -311,7 +311,7 @@ def test_compact_after_forget_message_leaves_no_byte_and_says_so(tmp_path) -> No
     for f in store.rglob("*"):
         if f.is_file():
             assert MARK.encode() not in f.read_bytes(), f
-    from eidetica._erasure import verify
+    from eidetica._store.erasure import verify
 
     with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:  # through the engines too
         assert verify(store, m.views.index, {MARK}) == []
@@ -320,7 +320,7 @@ def test_compact_after_forget_message_leaves_no_byte_and_says_so(tmp_path) -> No
 
 
 def test_verify_reads_files_across_block_ends_and_every_index_version(tmp_path, monkeypatch) -> None:
-    from eidetica import _erasure
+    from eidetica._store import erasure as _erasure
 
     monkeypatch.setattr(_erasure, "_BLOCK", 5)  # the text lies across several blocks
     (tmp_path / "raw.bin").write_bytes(b"\x00" * 13 + f"said {MARK} once".encode() + b"\xff" * 9)

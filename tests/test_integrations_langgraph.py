@@ -488,7 +488,7 @@ def test_both_adapters_on_the_ray_runtime(tmp_path: Path, ray_session) -> None:
         assert s.list_namespaces() == [] and asyncio.run(sess.get_items()) == []
     finally:
         m.close()
-        from eidetica._fleet import shutdown_store
+        from eidetica._ray import shutdown_store
 
         shutdown_store(m.path)
 
@@ -510,7 +510,7 @@ def test_bad_item_input_names_the_field_and_writes_nothing(tmp_path: Path) -> No
 def test_filter_matcher_agrees_with_langgraph_and_refuses_unknown_operators(tmp_path: Path) -> None:
     from langgraph.store.memory import _compare_values
 
-    from eidetica._items import check_filter, matches
+    from eidetica._store.items import check_filter, matches
 
     values = [{"color": "red", "score": 4.5, "tags": ["a", "b"], "meta": {"k": 1, "j": "x"}},
               {"color": "blue", "score": 3, "tags": ["a"], "meta": {"k": 2}}, {"color": None, "score": 3.5}]

@@ -1,10 +1,15 @@
-"""Imports point one way: facade / server / client / ray host -> actors -> projections -> events.
+"""Imports point one way, up to down:
 
-Providers sit beside events; ``errors`` (and ``_blas``, NumPy's BLAS thread control, and ``_observe``,
-the metrics port) is the
-floor everyone may import. Every import is
-counted, the lazy ones inside functions included (a lazy upward import is still an upward
-edge, and it was how the one cycle we had hid).
+    cli, integrations, _server, _remote, _ray (the top: anything below or beside)
+    memory (the facade)
+    _store (the facade's services: they never import it)
+    actors
+    projections
+    events, providers
+    errors, _util (the floor: NumPy's BLAS thread control, the metrics port)
+
+Every import is counted, the lazy ones inside functions included (a lazy upward import is still an
+upward edge, and it was how the one cycle we had hid).
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "eidetica"
 
 # rank of each layer; a module may import its own layer or a lower rank only
-RANKS = {"errors": 0, "_blas": 0, "_observe": 0, "events": 1, "providers": 1, "projections": 2, "actors": 3}
-TOP = 4  # the facade, the Ray host, the server, the client, the cli, integrations, ...
+RANKS = {"errors": 0, "_util": 0, "events": 1, "providers": 1, "projections": 2, "actors": 3, "_store": 4, "memory": 5}
+TOP = 6  # the Ray host, the server, the client, the cli, integrations, the package's __init__, ...
+TOP_FLOOR_MODULES = 8  # modules directly in src/eidetica (packages hold the rest)
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -119,9 +125,23 @@ def test_no_import_cycle() -> None:
     assert cycles(_graph()) == []
 
 
+def test_the_top_floor_holds_few_modules() -> None:
+    """The top of src/eidetica holds the entry points; the services live in packages (issue 41)."""
+    top = sorted(p.name for p in SRC.glob("*.py"))
+    assert len(top) <= TOP_FLOOR_MODULES, top
+
+
+def test_the_facade_and_its_services_sit_below_the_hosts() -> None:
+    """``memory`` never imports the Ray host, the server or the client; ``_store`` never imports ``memory``."""
+    graph = _graph()
+    assert _rank("eidetica._store.erasure") < _rank("eidetica.memory") < _rank("eidetica._ray.open")
+    above = {d for s, ds in graph.items() if _layer(s) in ("memory", "_store") for d in ds if _rank(d) == TOP}
+    assert above == set()
+
+
 def test_events_import_only_errors() -> None:
     graph = _graph()
-    outside = {d for s, ds in graph.items() if _layer(s) == "events" for d in ds if _layer(d) not in ("events", "errors", "_observe")}
+    outside = {d for s, ds in graph.items() if _layer(s) == "events" for d in ds if _layer(d) not in ("events", "errors", "_util")}
     assert outside == set()
 
 

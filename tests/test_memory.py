@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import eidetica
-import eidetica._client
+import eidetica._remote.client
 from eidetica.actors import MemoryConfig, Summarizer
 from eidetica.errors import EmbeddingModelChanged, EventIdConflict, InvalidInput, NotFound, WrongExpectedVersion
 from eidetica.events.streams import facts_stream, session_stream, summary_stream
@@ -111,7 +111,7 @@ def mem(tmp_path, clock, runtime, request):
     yield m
     m.close()
     if runtime == "ray":
-        from eidetica._fleet import shutdown_store
+        from eidetica._ray import shutdown_store
 
         shutdown_store(m.path)
 
@@ -151,7 +151,7 @@ def wait_for_lock_release(lock_path, timeout: float = 60.0) -> None:
 
 def is_remote(m) -> bool:
     """A client of a served store (sync or async)."""
-    return isinstance(m.face.sync_object if is_async(m) else m, eidetica._client.RemoteMemory)
+    return isinstance(m.face.sync_object if is_async(m) else m, eidetica._remote.client.RemoteMemory)
 
 
 def is_async(m) -> bool:
@@ -185,7 +185,7 @@ def reopen(m, **kw):
     ray_mode = getattr(m.runtime, "key", None) is not None
     m.close()
     if ray_mode:
-        from eidetica._fleet import shutdown_store
+        from eidetica._ray import shutdown_store
 
         shutdown_store(path)
         wait_for_lock_release(path / "log" / "LOCK")  # the killed log actor's process lets go of it

@@ -15,7 +15,7 @@ ray = pytest.importorskip("ray")
 
 import eidetica  # noqa: E402
 from eidetica.actors import MemoryConfig  # noqa: E402
-from eidetica._fleet import ActorHost, shutdown_store, store_key  # noqa: E402
+from eidetica._ray import ActorHost, shutdown_store, store_key  # noqa: E402
 from eidetica.events import ArrowLog  # noqa: E402
 from eidetica.events.streams import session_stream, summary_stream  # noqa: E402
 from eidetica.providers import HashEmbedder  # noqa: E402
@@ -133,7 +133,7 @@ def test_summarizers_on_different_nodes_commit_once_per_epoch(cluster, tmp_path)
     m = open_store(path, config=cfg)
     s = m.session("s", user="u")
     runtime = m.runtime
-    from eidetica._fleet import ACTOR_OPTIONS, RemoteActor, _unwrap
+    from eidetica._ray import ACTOR_OPTIONS, RemoteActor, _unwrap
     from eidetica.actors import Summarizer
 
     def host(resources):

@@ -269,7 +269,7 @@ def test_async_block_embedded(tmp_path, monkeypatch) -> None:
 @pytest.mark.ray
 def test_ray_block_on_a_local_cluster(tmp_path, ray_session) -> None:
     # address="auto" joins the running Ray: here the test session's own cluster, already joined
-    from eidetica._fleet import shutdown_store
+    from eidetica._ray import shutdown_store
 
     path = tmp_path / "store"
     ns: dict[str, Any] = {"eidetica": eidetica}

@@ -358,6 +358,6 @@ def test_no_telemetry_by_default(tmp_path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={k: v for k, v in os.environ.items() if not k.startswith("RAY_")})
     assert out.stdout.strip() == "False"
-    from eidetica import _fleet  # noqa: F401 - importing the Ray runtime sets the default
+    from eidetica import _ray  # noqa: F401 - importing the Ray runtime sets the default
 
     assert os.environ.get("RAY_USAGE_STATS_ENABLED") == "0"

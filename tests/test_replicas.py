@@ -12,7 +12,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 ray = pytest.importorskip("ray")
 
 import eidetica  # noqa: E402
-from eidetica._fleet import shutdown_store  # noqa: E402
+from eidetica._ray import shutdown_store  # noqa: E402
 from eidetica.actors import MemoryConfig  # noqa: E402
 from eidetica.providers import HashEmbedder  # noqa: E402
 
@@ -240,7 +240,7 @@ def test_a_replica_can_start_by_replay_and_answers_the_same(store) -> None:
 
 
 def test_a_handles_floor_is_the_offsets_its_writes_reached() -> None:
-    from eidetica._fleet import Written, _collect, _noted, _unwrap, _Wrote
+    from eidetica._ray import Written, _collect, _noted, _unwrap, _Wrote
 
     w = Written()
     assert w.floor() == {}
@@ -280,7 +280,7 @@ def test_the_stats_command_shows_each_replicas_applied_offset_and_lag(store, nod
 
 
 def test_readers_on_a_node_without_a_replica_spread_over_every_replica() -> None:
-    from eidetica._fleet import _least_used, _serving_order
+    from eidetica._ray import _least_used, _serving_order
 
     # a node with no replica: the first choice varies with the process, not always replica 0 (issue #20)
     assert {_serving_order(["a", "b"], "c", pid)[0] for pid in range(4)} == {0, 1}
@@ -295,7 +295,7 @@ def test_a_second_replica_goes_to_the_node_replica_zero_leaves_free(ray_session,
     """Replica 0 may predate the replicas, on any node (a single views actor): replica 1 still takes the other one."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from eidetica._fleet import ACTOR_OPTIONS, ViewsActor, store_key
+    from eidetica._ray import ACTOR_OPTIONS, ViewsActor, store_key
 
     path = tmp_path / "store"
     first = open_store(path, views_replicas=None)

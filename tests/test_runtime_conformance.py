@@ -46,7 +46,7 @@ class TestRayRuntime(RuntimeConformance):
         self.ray = ray
 
     def make_runtime(self, path: Any) -> Runtime:
-        from eidetica._fleet import ACTOR_OPTIONS, EmbedderActor, LogActor, RayRuntime
+        from eidetica._ray import ACTOR_OPTIONS, EmbedderActor, LogActor, RayRuntime
 
         key = f"rt{next(_names)}-{abs(hash(str(path))) % 10**8}"
         self.log_h = LogActor.options(name=f"eidetica:{key}:log", **ACTOR_OPTIONS).remote(str(path))
@@ -88,7 +88,7 @@ class TestRemoteLog(LogConformance):
             ray.kill(h, no_restart=True)
 
     def make_log(self, **kw: Any) -> EventLog:
-        from eidetica._fleet import LogActor, RemoteLog
+        from eidetica._ray import LogActor, RemoteLog
 
         h = LogActor.remote(str(self.tmp / f"log{next(_names)}"), **kw)
         self.handles.append(h)
@@ -110,7 +110,7 @@ class TestRemoteEmbedder(EmbedderConformance):
             ray.kill(h, no_restart=True)
 
     def make_embedder(self) -> Embedder:
-        from eidetica._fleet import EmbedderActor, RemoteEmbedder
+        from eidetica._ray import EmbedderActor, RemoteEmbedder
 
         h = EmbedderActor.remote(HashEmbedder(dim=64))
         self.handles.append(h)

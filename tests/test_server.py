@@ -31,7 +31,7 @@ ENV = dict(os.environ, EIDETICA_MODEL="hash-64")
 def test_errors_cross_the_http_body_with_their_fields() -> None:
     """The client raises the server's error again, fields in their types (JSON makes a dict's int keys strings)."""
     from eidetica import errors
-    from eidetica._wire import error_body, error_from_body, status_of
+    from eidetica._remote.wire import error_body, error_from_body, status_of
 
     cases = [
         errors.InvalidInput("min_offset", "must be an offset (int) or {partition: offset}", {"0": "x"}),
@@ -114,7 +114,7 @@ async def _mcp_round_trip(client) -> None:
 def test_mcp_store_note_links_the_session_a_revert_takes_back(tmp_path) -> None:
     from mcp import Client
 
-    from eidetica._server._mcp import build_mcp
+    from eidetica._server.mcp import build_mcp
 
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
         m.session("bob-chat", user="bob").append("user", "hi")
@@ -137,7 +137,7 @@ def test_mcp_store_note_links_the_session_a_revert_takes_back(tmp_path) -> None:
 def test_mcp_tools_in_process(tmp_path) -> None:
     from mcp import Client
 
-    from eidetica._server._mcp import build_mcp
+    from eidetica._server.mcp import build_mcp
 
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
         async def go() -> None:
@@ -704,7 +704,7 @@ def test_mcp_answers_fit_a_model(tmp_path) -> None:
     serverInfo.version set."""
     from mcp import Client
 
-    from eidetica._server._mcp import build_mcp
+    from eidetica._server.mcp import build_mcp
 
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
         fid = m.remember("Ada is allergic to peanuts", "health", user="ada")

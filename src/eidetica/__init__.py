@@ -5,14 +5,27 @@ The curated public API lives here; ``tests/test_public_api.py`` pins it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .errors import *  # noqa: F403 - the whole flat error tree is public
 from .errors import __all__ as _errors_all
 from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
+from . import memory as _memory
 from .memory import Memory, SessionHandle, open
-from ._client import connect
-from ._aio import AsyncMemory
-from ._aclient import connect_async
+from ._remote.client import connect
+from ._remote.aio import AsyncMemory
+from ._remote.aclient import connect_async
+
+
+def _ray_opener() -> Any:
+    """``open_ray``, imported only when a store is opened with ``runtime="ray"`` (Ray is heavy)."""
+    from ._ray import open_ray
+
+    return open_ray
+
+
+_memory.ray_opener = _ray_opener  # the facade sits below the Ray host and never imports it
 
 __version__ = "0.1.0"
 

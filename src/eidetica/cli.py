@@ -64,7 +64,7 @@ def _at(m: Any, as_of: str | None) -> Iterator[Any]:
     if as_of is None:
         yield m
         return
-    from ._asof import parse_moment
+    from ._store.asof import parse_moment
 
     with m.as_of(parse_moment(as_of)) as past:
         yield past
@@ -349,7 +349,7 @@ def reembed(
 def _open_fleet(path: Path, tenant: str, model: str | None, address: str) -> Any:
     """Join a store served by a Ray fleet as one more reader (its existing view replicas, none added)."""
     from . import memory
-    from ._fleet import join_cluster, replica_layout
+    from ._ray import join_cluster, replica_layout
 
     _require_store(path)
     join_cluster(address)  # before replica_layout: it lists the cluster's named actors

@@ -22,34 +22,44 @@ from .actors import (
     Schedules,
     SessionActor,
 )
-from . import _asof, _audit, _reembed, _reextract, _revert
-from ._erasure import compact, forget_session
-from ._owners import append_through_owner
-from ._items import Items
-from ._names import names_in, strip_names
-from ._searching import check_k, holds, search_hits, shown, to_hit
-from ._session_handle import SessionHandle
-from ._transfer import export_events, import_events, tenant_events
+from ._store import asof as _asof, audit as _audit, reembed as _reembed, reextract as _reextract, revert as _revert
+from ._store.erasure import compact, forget_session
+from ._store.owners import append_through_owner
+from ._store.items import Items
+from .projections._names import names_in, strip_names
+from ._store.searching import check_k, holds, search_hits, shown, to_hit
+from ._store.session_handle import SessionHandle
+from ._store.transfer import export_events, import_events, tenant_events
 from .actors import _usage
 from .actors._text import check_id, check_metadata, check_text, sanitize_category
 from .errors import InvalidInput, ProviderError, ReplicaBehind
 from .events import ArrowLog, EventLog, RecordedEvent
-from ._pending import WRITE_ERROR_MODES, PendingWrites
-from ._wire import floor_from_json
+from ._store.pending import WRITE_ERROR_MODES, PendingWrites
+from ._store.floor import floor_from_json
 from .events.streams import parse_stream
 from .projections import LocalViews, NoteInfo, SearchHit
-from . import _context
-from ._context import CONTEXT_TOKENS
+from ._store import context as _context
+from ._store.context import CONTEXT_TOKENS
 from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, default_options
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
 from .projections._ranking import check_min_score
 from .projections._rows import check_kinds
 
-__all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]  # SessionHandle: _session_handle.py
+__all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]  # SessionHandle: _store/session_handle.py
 
 
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
+
+
+def _no_ray() -> Callable[..., Any]:
+    """Until the package wires in the Ray host: refuse (the facade never imports it)."""
+    raise InvalidInput("runtime", "the Ray runtime is not wired in (import eidetica)", "ray")
+
+
+# The Ray host sits above the facade (it builds the parts a Memory is made of), so this module never
+# imports it: the package (eidetica/__init__.py) wires in a function that imports it when asked for.
+ray_opener: Callable[[], Callable[..., Any]] = _no_ray
 
 
 def open(  # noqa: A001 - the contract's name
@@ -69,12 +79,12 @@ def open(  # noqa: A001 - the contract's name
     """Open (or create) a memory store at ``path`` for one tenant.
 
     ``on_write_error="queue"``: best effort, a write the disk refuses never raises into the
-    agent; it is queued in memory, retried and logged (see ``eidetica._pending``).
+    agent; it is queued in memory, retried and logged (see ``eidetica._store.pending``).
     ``read_only=True``: read an existing store beside the process writing it (a server),
-    as of now, writing nothing there (see ``eidetica._readonly``).
+    as of now, writing nothing there (see ``eidetica._store.readonly``).
     """
     if read_only is True:
-        from ._readonly import open_read_only
+        from ._store.readonly import open_read_only
 
         if runtime != "local" or options:
             raise InvalidInput("read_only", "works with the local runtime and no other options", read_only)
@@ -86,9 +96,7 @@ def open(  # noqa: A001 - the contract's name
     if on_write_error not in WRITE_ERROR_MODES:
         raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
     if runtime == "ray":
-        from ._fleet import open_ray  # imported only when asked for: Ray is heavy
-
-        parts = open_ray(path, embedder=embedder, llm=llm, config=config, clock=clock, **options)
+        parts = ray_opener()(path, embedder=embedder, llm=llm, config=config, clock=clock, **options)
         return Memory(
             parts.path, tenant=tenant, embedder=parts.embedder, llm=parts.llm, config=parts.config, clock=clock,
             log=parts.log, runtime=parts.runtime, views=parts.views, on_write_error=on_write_error,
@@ -481,7 +489,7 @@ class Memory:
 
     def forget(self, fact_id: str, *, user: str, request_id: str | None = None) -> None:
         """Forget one fact (``request_id`` and, on a server, the API key's name are recorded: ``explain``)."""
-        from ._audit import who
+        from ._store.audit import who
 
         check_id("user", user)
         if not isinstance(fact_id, str):

@@ -10,10 +10,11 @@ import socket
 import sys
 from typing import Any
 
-from .._wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES
+from .._remote.wire import MAX_BODY_BYTES, MAX_IMPORT_BYTES
 from ..errors import InvalidInput
 from ..memory import Memory
-from ._app import Guard, create_app, is_loopback
+from ._app import create_app, is_loopback
+from ._guard import Guard
 from ._keys import KEYS_FILE, KeyStore
 from ._metrics import Observed
 
@@ -30,7 +31,7 @@ def build(memory: Memory, *, keys: KeyStore | None = None, host: str = "127.0.0.
         return Observed(Guard(app, **limits), memory, keys)
     from mcp.server.transport_security import TransportSecuritySettings
 
-    from ._mcp import build_mcp
+    from .mcp import build_mcp
 
     def memory_for(scope: dict[str, Any] | None) -> Memory:
         tenant = (scope or {}).get("eidetica_tenant")
@@ -102,6 +103,6 @@ def serve(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, mcp: boo
 
 def serve_mcp_stdio(memory: Memory) -> None:
     """Serve ``memory`` as MCP tools over stdin/stdout (for desktop and coding agents)."""
-    from ._mcp import build_mcp
+    from .mcp import build_mcp
 
     build_mcp(lambda scope: memory).run()

@@ -1,7 +1,7 @@
 """``/metrics``: the server's Prometheus figures (``prometheus-client``), names prefixed ``eidetica_``.
 
 Requests by route template, method and status, and their latency; latency of the agent's hot
-calls (append, search, recall, context); and, through the ``eidetica._observe`` port the lower
+calls (append, search, recall, context); and, through the ``eidetica._util.observe`` port the lower
 layers report to, log appends, events, fsyncs and group-commit sizes, embedding batch sizes and
 time, and extractions in flight. Projection lag is read when scraped. Labels are route
 templates, methods, status codes, operation and projection names: never a user, a session, an
@@ -19,10 +19,10 @@ from typing import Any, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from .. import _observe
+from .._util import observe as _observe
 from ..errors import Unauthorized
 from ..memory import Memory
-from .._wire import error_body, status_of
+from .._remote.wire import error_body, status_of
 from ._keys import KeyStore
 from ._tracing import finish_span, request_span
 

@@ -14,7 +14,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from .. import _observe
+from .._util import observe as _observe
 from ..errors import InvalidInput, NotFound, WrongExpectedVersion
 from ..events import (
     ChunksEmbedded,

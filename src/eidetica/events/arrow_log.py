@@ -40,7 +40,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .. import _observe
+from .._util import observe as _observe
 from ..errors import CorruptLog, InvalidInput, StorageError, StoreLocked
 from .envelope import LOG_SCHEMA, batch_checksum
 from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, FsyncPolicy, _BatchEntry, _IdIndex

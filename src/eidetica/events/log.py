@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 import numpy as np
 import pyarrow as pa
 
-from .. import _observe
+from .._util import observe as _observe
 from ..errors import EventIdConflict, InvalidInput, WrongExpectedVersion
 from .envelope import (
     ANY,

@@ -43,8 +43,8 @@ from langchain_core.embeddings import Embeddings
 # (they cross the server); a test checks its matcher against LangGraph's on the same cases.
 from langgraph.store.memory import _does_match
 
-from .._aclient import aio
-from .._items import ItemInfo
+from .._remote.aclient import aio
+from .._store.items import ItemInfo
 from ..errors import InvalidInput
 from ..providers import check_vectors, normalize_rows
 from ..providers._base import CachedEmbedder
@@ -204,7 +204,7 @@ class EideticaStore(BaseStore):
         return self._batch(self.memory.items, list(ops))
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """``batch`` through the memory's async face (``eidetica._aio``): served, its requests await
+        """``batch`` through the memory's async face (``eidetica._remote.aio``): served, its requests await
         on this loop (no thread); embedded, it runs on the face's bounded pool."""
         face = await aio(self.memory)
         return await face.run_sync(self._batch, face.sync_object.items, list(ops))

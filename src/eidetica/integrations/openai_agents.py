@@ -16,7 +16,7 @@ from typing import Any
 from agents.memory.session import SessionABC
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from .._aclient import aio
+from .._remote.aclient import aio
 from ..errors import InvalidInput
 
 __all__ = ["EideticaSession"]
@@ -70,7 +70,7 @@ class EideticaSession(SessionABC):
         self._async: Any = None
 
     async def _session(self) -> Any:
-        """This session on the memory's async face (``eidetica._aio``: served, requests await on the
+        """This session on the memory's async face (``eidetica._remote.aio``: served, requests await on the
         loop, no thread; embedded, a bounded pool), opened once per face."""
         face = await aio(self.memory)
         if face is not self._face:

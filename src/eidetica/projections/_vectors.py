@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .._blas import single_threaded_blas
+from .._util.blas import single_threaded_blas
 
 __all__ = ["VectorSlots"]
 

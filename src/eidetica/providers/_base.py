@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import _observe
+from .._util import observe as _observe
 from ..errors import DimensionMismatch, InvalidInput
 
 __all__ = ["Embedder", "CacheInfo", "Coalescer", "check_vectors", "normalize_rows"]

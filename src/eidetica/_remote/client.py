@@ -1,0 +1,752 @@
+"""``eidetica.connect(url, api_key=None)``: the ``eidetica.open()`` API against ``eidetica serve``.
+
+Same method names and arguments, the same ``Hit`` / ``Message`` types, and the same
+exception classes (rebuilt from the server's error body). One ``httpx.Client`` per handle
+reuses connections. Retries are safe: appends carry caller-chosen event ids and
+``remember`` a request id, so a request whose answer was lost is replayed without a
+duplicate; a retried delete that finds nothing counts as done; other writes are retried
+only when the connection was never made.
+
+A server that cannot be reached (refused, timed out; after the retries) raises
+``eidetica.Unavailable`` (``sent``: whether the request may have arrived), never an httpx error.
+
+Read floor: every write's answer names the log offsets it reached (``_wire.WRITTEN_HEADER``);
+``written`` gathers them, to pass as another handle's ``min_offset`` (another server of the same
+Ray fleet, or an embedded / Ray handle) and so read this client's writes there.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import math
+import os
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from ..actors import STRATEGIES, Hit, Message
+from ..actors.schedules import ScheduleInfo
+from ..errors import InvalidInput, NotFound, Unavailable
+from .._store.context import CONTEXT_TOKENS
+from ..projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS
+from ..projections._state import ItemInfo, NoteInfo, SessionInfo
+from .._store.transfer import write_export
+from .wire import WRITTEN_HEADER, error_from_body
+
+__all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules", "RemoteItems"]
+
+_HITS = msgspec.json.Decoder(list[Hit])
+_MESSAGES = msgspec.json.Decoder(list[Message])
+_SESSIONS = msgspec.json.Decoder(list[SessionInfo])
+
+
+class _Run(msgspec.Struct):
+    """The typed fields of a schedule run as JSON carries them (the rest of the run stays as sent)."""
+
+    run_at: Optional[dt.datetime] = None
+    run_at_local: Optional[dt.datetime] = None
+
+
+def _typed_runs(s: ScheduleInfo) -> ScheduleInfo:
+    """A schedule whose runs carry datetimes, as ``Memory.schedules`` gives them (JSON made them strings)."""
+    runs = []
+    for r in s.runs:
+        times = msgspec.convert({k: r[k] for k in ("run_at", "run_at_local") if k in r}, _Run)
+        runs.append(dict(r, **{k: getattr(times, k) for k in ("run_at", "run_at_local") if k in r}))
+    return msgspec.structs.replace(s, runs=runs)
+
+
+class _ScheduleDecoder:
+    """Schedules from JSON with typed run times."""
+
+    def __init__(self, kind: Any) -> None:
+        self._dec = msgspec.json.Decoder(kind)
+
+    def decode(self, content: bytes) -> Any:
+        """Decode one schedule or a list of them."""
+        out = self._dec.decode(content)
+        return [_typed_runs(s) for s in out] if isinstance(out, list) else _typed_runs(out)
+
+
+_SCHEDULE = _ScheduleDecoder(ScheduleInfo)
+_SCHEDULES = _ScheduleDecoder(list[ScheduleInfo])
+_ITEM = msgspec.json.Decoder(Optional[ItemInfo])
+_FOUND = msgspec.json.Decoder(list[tuple[ItemInfo, Optional[float]]])
+_NOTES = msgspec.json.Decoder(list[NoteInfo])
+_POPPED = msgspec.json.Decoder(Optional[Message])
+_WRITTEN = msgspec.json.Decoder(dict[int, int])
+
+
+def _q(segment: str) -> str:
+    """A path segment, escaped (ids may hold '/', '?', '#'); bad types fail on the server."""
+    if not isinstance(segment, str):
+        raise InvalidInput("id", "must be a string", segment)
+    return quote(segment, safe="") or "%20"
+
+
+def _seconds(field: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, dt.timedelta) or value <= dt.timedelta(0):
+        raise InvalidInput(field, "must be a positive datetime.timedelta", value)
+    return value.total_seconds()
+
+
+def _floor(min_offset: Any) -> Any:
+    """``min_offset`` for the wire: ``{partition: offset}`` with int or header-form ("0") keys, as JSON's strings.
+
+    Offsets and partition ranges are the server's to check, exactly as ``Memory`` checks them.
+    """
+    if isinstance(min_offset, Mapping):
+        for p in min_offset:
+            if isinstance(p, bool) or not isinstance(p, (int, str)):
+                raise InvalidInput("min_offset", f"partition {p!r} is not an int", dict(min_offset))
+        return {str(p): o for p, o in min_offset.items()}
+    return min_offset
+
+
+def _unavailable(url: str, request: str, e: httpx.TransportError) -> Unavailable:
+    """``Unavailable`` for a transport failure (never the raw httpx error): whether the request left decides what to retry."""
+    sent = not isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout))
+    return Unavailable(url, request, f"{type(e).__name__}: {e}" if str(e) else type(e).__name__, sent)
+
+
+# TCP_NODELAY: a request's headers and body leave at once (no Nagle wait on small writes)
+POOL: dict[str, Any] = {"socket_options": [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                        "limits": httpx.Limits(max_keepalive_connections=32, max_connections=64)}
+
+
+def connect(url: str, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 3) -> "RemoteMemory":
+    """A client for the store served at ``url`` (``eidetica serve``), acting in ``api_key``'s tenant."""
+    return RemoteMemory(url, api_key=api_key, timeout=timeout, retries=retries)
+
+
+class RemoteMemory:
+    """Long-term memory over HTTP: the ``Memory`` API, served by ``eidetica serve``."""
+
+    _as_of: str | None = None  # set on a past moment's handle (``as_of``): every request carries it
+    read_only = False  # as Memory's: a client writes through its server (a past moment's handle refuses writes)
+
+    def __init__(self, url: str, *, api_key: str | None = None, timeout: float = 60.0, retries: int = 3) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise InvalidInput("url", "must be an http:// or https:// URL", url)
+        self.url = url.rstrip("/")
+        self.api_key = api_key
+        self.retries = retries
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._timeout = httpx.Timeout(timeout, connect=5.0)
+        self._transport, self._http = self._connection(headers)
+        # Calls go straight to the transport (the same connection pool): the Client's per-request
+        # cookie, auth, redirect and URL-merging work was about half of a small call's client CPU,
+        # and this API uses none of it (no cookies, no redirects, the key is one fixed header).
+        self._headers = list(headers.items())
+        self._json_headers = self._headers + [("Content-Type", "application/json")]
+        self._extensions = {"timeout": self._timeout.as_dict()}
+        self._urls: dict[str, httpx.URL] = {}
+        self.schedules = RemoteSchedules(self)
+        self.items = RemoteItems(self)
+        self._closed = False
+        self._written: dict[int, int] = {}
+        self._written_lock = threading.Lock()
+        info = self._call("GET", "/v1/stats")
+        self.tenant: str = info["tenant"]
+
+    # -- transport ---------------------------------------------------------------------
+    # The I/O is three hooks (connection, exchange, pause); ``_aclient`` overrides them to run
+    # every method below on httpx's async transport, so request building, retries and error
+    # mapping are written once, here.
+    def _connection(self, headers: dict[str, str]) -> tuple[Any, Any]:
+        """The transport (connection pool) and the client (for streamed exports)."""
+        transport = httpx.HTTPTransport(**POOL)
+        return transport, httpx.Client(base_url=self.url, headers=headers, timeout=self._timeout, transport=transport)
+
+    def _exchange(self, request: httpx.Request) -> httpx.Response:
+        """Send one request on the pool and read its whole answer."""
+        r = self._transport.handle_request(request)
+        try:
+            r.read()
+        finally:
+            r.close()
+        return r
+
+    def _pause(self, seconds: float) -> None:
+        """Wait before a retry."""
+        time.sleep(seconds)
+
+    def _send(self, method: str, path: str, *, json: Any = None, params: dict[str, Any] | None = None,
+              retry: str = "always", content: bytes | None = None, headers: dict[str, str] | None = None) -> httpx.Response:
+        """One request with retries; ``retry``: always (idempotent), delete (NotFound after a retry is done), connect."""
+        if self._closed:
+            raise InvalidInput("memory", "is closed")
+        if json is not None:
+            try:
+                content = msgspec.json.encode(json)
+            except (TypeError, ValueError, OverflowError) as e:
+                raise InvalidInput("body", f"cannot be sent as JSON: {e}") from None
+            headers = self._json_headers
+        else:
+            headers = self._headers + list((headers or {}).items())
+        url = self._urls.get(path)
+        if url is None:
+            url = httpx.URL(self.url + path)
+            if len(self._urls) < 1024:  # a session's path is asked again and again; ids vary without bound
+                self._urls[path] = url
+        if self._as_of is not None:
+            params = {**(params or {}), "as_of": self._as_of}
+        if params:
+            params = {k: (v.isoformat() if isinstance(v, dt.datetime) else v) for k, v in params.items() if v is not None}
+            url = url.copy_merge_params(params)
+        attempt = 0
+        while True:
+            try:
+                r = self._exchange(httpx.Request(method, url, headers=headers, content=content,
+                                                 extensions=self._extensions))
+            except httpx.TransportError as e:
+                never_sent = isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout))
+                if attempt >= self.retries or (retry == "connect" and not never_sent):
+                    raise _unavailable(self.url, f"{method} {path}", e) from None
+                attempt += 1
+                self._pause(min(2.0, 0.1 * 2**attempt))
+                continue
+            if r.status_code >= 400:
+                if r.status_code == 404 and retry == "delete" and attempt > 0:
+                    return r  # the lost first attempt did it
+                try:
+                    body = msgspec.json.decode(r.content)
+                except (msgspec.DecodeError, ValueError):
+                    body = None
+                # ReplicaBehind: the server already waited its replica_timeout; the caller decides (as embedded)
+                behind = isinstance(body, dict) and body.get("error") == "ReplicaBehind"
+                if r.status_code in (502, 503) and attempt < self.retries and retry != "connect" and not behind:
+                    attempt += 1
+                    self._pause(min(2.0, 0.1 * 2**attempt))
+                    continue
+                raise error_from_body(r.status_code, body)
+            reached = r.headers.get(WRITTEN_HEADER)
+            if reached:
+                self._note(reached)
+            return r
+
+    def _note(self, header: str) -> None:
+        """Raise ``written`` to the offsets a write's answer reports (max per partition; threads share the handle)."""
+        try:
+            offsets = _WRITTEN.decode(header)
+        except msgspec.DecodeError:
+            return  # not ours to fail a write that succeeded over a header we cannot read
+        with self._written_lock:
+            for p, o in offsets.items():
+                if o > self._written.get(p, -1):
+                    self._written[p] = o
+
+    @property
+    def written(self) -> dict[int, int]:
+        """The last log offset per partition this client's writes reached: pass it as another handle's ``min_offset``."""
+        with self._written_lock:
+            return dict(self._written)
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        return msgspec.json.decode(self._send(method, path, **kw).content)
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def close(self) -> None:
+        """Close the connections (the served store stays open)."""
+        if not self._closed:
+            self._closed = True
+            self._http.close()
+
+    def __enter__(self) -> "RemoteMemory":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- sessions ----------------------------------------------------------------------
+    def session(self, session_id: str, *, user: str, strategy: str | None = None, buffer: int = 0,
+                flush_seconds: float = 0.05) -> "RemoteSession":
+        """A handle on one conversation of a user (created on first append)."""
+        if strategy is not None and strategy not in STRATEGIES:
+            raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
+        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
+            raise InvalidInput("buffer", "must be an int >= 0", buffer)
+        info = self._call("GET", f"/v1/users/{_q(user)}/sessions/{_q(session_id)}", params={"strategy": strategy})
+        return RemoteSession(self, session_id, user, strategy, info["last_sequence"], buffer)
+
+    def list_sessions(self, *, user: str | None = None) -> list[SessionInfo]:
+        """Sessions of the tenant (or a user), most recently updated first."""
+        return _SESSIONS.decode(self._send("GET", "/v1/sessions", params={"user": user}).content)
+
+    def forget_session(self, session_id: str) -> None:
+        """Forget a session: messages, summaries and their chunks."""
+        self._send("DELETE", f"/v1/sessions/{_q(session_id)}", retry="delete")
+
+    # -- facts -------------------------------------------------------------------------
+    def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None,
+                 metadata: dict[str, Any] | None = None) -> str:
+        """Store a fact about a user; returns its id (retried safely: one request id per call)."""
+        body = {"content": content, "category": category, "request_id": request_id or uuid.uuid4().hex,
+                "metadata": metadata}
+        return self._call("POST", f"/v1/users/{_q(user)}/memories", json=body)["id"]
+
+    def remember_many(self, items: Sequence[Any], *, user: str, request_id: str | None = None) -> list[str]:
+        """Store many facts about a user in one call; returns their ids (retried safely: one request id per call)."""
+        if isinstance(items, (list, tuple)):
+            items = [list(x) if isinstance(x, tuple) else x for x in items]  # pairs travel as JSON arrays
+        body = {"items": items, "request_id": request_id or uuid.uuid4().hex}
+        return self._call("POST", f"/v1/users/{_q(user)}/memories/batch", json=body)["ids"]
+
+    def recall(self, query: str, top_k: int = 5, *, user: str, category: str | None = None, mmr: float | None = None,
+               recency_half_life: dt.timedelta | None = None, now: dt.datetime | None = None,
+               confidence_weight: float = 0.0, min_offset: int | Mapping[int, int] | None = None,
+               metadata: dict[str, Any] | None = None) -> list[Hit]:
+        """The user's facts most relevant to ``query`` (``min_offset``: read at least up to another handle's ``written``)."""
+        body = {"query": query, "top_k": top_k, "category": category, "mmr": mmr, "now": now,
+                "recency_half_life": _seconds("recency_half_life", recency_half_life),
+                "confidence_weight": confidence_weight, "min_offset": _floor(min_offset), "metadata": metadata}
+        return _HITS.decode(self._send("POST", f"/v1/users/{_q(user)}/memories/recall", json=body).content)
+
+    def list_memories(self, *, user: str, category: str | None = None, limit: int = 20,
+                      metadata: dict[str, Any] | None = None) -> list[Hit]:
+        """The user's active facts, strongest first (``metadata``: those holding every given key and value)."""
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidInput("metadata", f"must be a dict, not {type(metadata).__name__}")
+        params = {"category": category, "limit": limit, "metadata": None if metadata is None else json.dumps(metadata)}
+        r = self._send("GET", f"/v1/users/{_q(user)}/memories", params=params)
+        return _HITS.decode(r.content)
+
+    def forget(self, fact_id: str, *, user: str, request_id: str | None = None) -> None:
+        """Forget one fact (the request id and the key's name are recorded)."""
+        self._send("DELETE", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}", retry="delete",
+                   headers={"X-Request-Id": request_id} if request_id else None)
+
+    def revert(self, *, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False) -> dict[str, Any]:
+        """Retract, as events, the facts and notes a session wrote (since ``since``); idempotent."""
+        body = {"since": since.isoformat() if isinstance(since, dt.datetime) else since, "messages": messages}
+        return self._call("POST", f"/v1/users/{_q(user)}/sessions/{_q(session_id)}/revert", json=body)
+
+    def as_of(self, when: Any) -> "RemoteMemory":
+        """The served store as it was at ``when`` (aware datetime or log offset), read-only: writes raise ``ReadOnly``."""
+        if isinstance(when, dt.datetime) and when.utcoffset() is not None:
+            at = when.isoformat()
+        elif isinstance(when, int) and not isinstance(when, bool) and when >= 0:
+            at = str(when)
+        else:
+            raise InvalidInput("when", "must be a timezone-aware datetime or a log offset", when)
+        past = copy.copy(self)
+        past._as_of = at
+        past.schedules, past.items = RemoteSchedules(past), RemoteItems(past)
+        past.close = lambda: None  # type: ignore[method-assign]  # it shares this handle's connections
+        return past
+
+    def reextract(self, user: str | None = None, llm: Any = None) -> dict[str, int]:
+        """Run the server's extractor over the stored user messages and bring the facts in line (resumable)."""
+        if llm is not None:
+            raise InvalidInput("llm", "cannot cross the wire: the server's extractor runs", type(llm).__name__)
+        return self._call("POST", "/v1/reextract", json={"user": user})
+
+    def explain(self, fact_id: str, *, user: str) -> dict[str, Any]:
+        """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
+        return self._call("GET", f"/v1/users/{_q(user)}/memories/{_q(fact_id)}/history")
+
+    def forget_matching(self, query: str, threshold: float = 0.85, *, user: str) -> list[str]:
+        """Forget every fact of a user close to ``query``; returns their ids."""
+        return self._call("POST", f"/v1/users/{_q(user)}/memories/forget-matching",
+                          json={"query": query, "threshold": threshold})
+
+    def forget_user(self, user: str) -> None:
+        """Forget everything about a user: facts, notes, schedules, sessions."""
+        self._send("DELETE", f"/v1/users/{_q(user)}")
+
+    # -- notes -------------------------------------------------------------------------
+    def store_note(self, text: str, *, user: str, session_id: str | None = None) -> str:
+        """Store a note (``session_id``: the session it is written during, whose revert deletes it); returns its id."""
+        body = {"text": text} if session_id is None else {"text": text, "session_id": session_id}
+        return self._call("POST", f"/v1/users/{_q(user)}/notes", json=body, retry="connect")["id"]
+
+    def list_notes(self, *, user: str, limit: int = 20) -> list[NoteInfo]:
+        """The user's notes, newest first."""
+        return _NOTES.decode(self._send("GET", f"/v1/users/{_q(user)}/notes", params={"limit": limit}).content)
+
+    def update_note(self, note_id: str, text: str, *, user: str) -> None:
+        """Replace a note's text, keeping its id (a repeat writes the same text again: harmless)."""
+        self._send("PATCH", f"/v1/users/{_q(user)}/notes/{_q(note_id)}", json={"text": text})
+
+    def delete_note(self, note_id: str, *, user: str) -> None:
+        """Delete a note."""
+        self._send("DELETE", f"/v1/users/{_q(user)}/notes/{_q(note_id)}", retry="delete")
+
+    # -- search ------------------------------------------------------------------------
+    def participant_names(self, user: str) -> frozenset[str]:
+        """Names of the participants of a user's conversations."""
+        return frozenset(self._call("GET", f"/v1/users/{_q(user)}/participants"))
+
+    def search(
+        self,
+        query: str,
+        *,
+        user: str,
+        top_k: int = 10,
+        exclude_session: str | None = None,
+        session_id: str | None = None,
+        min_score: float = MIN_SCORE,
+        kinds: Sequence[str] = SEARCH_KINDS,
+        mode: str = "hybrid",
+        names: bool = True,
+        candidates: int = SEARCH_DEFAULTS.candidates,
+        vector_weight: float = SEARCH_DEFAULTS.vector_weight,
+        neighbors: float | tuple[float, float] = SEARCH_DEFAULTS.neighbors,
+        session_weight: float = SEARCH_DEFAULTS.session_weight,
+        mmr: float | None = None,
+        recency_half_life: dt.timedelta | None = None,
+        now: dt.datetime | None = None,
+        confidence_weight: float = 0.0,
+        speaker_weight: float = SEARCH_DEFAULTS.speaker_weight,
+        time_weight: float = SEARCH_DEFAULTS.time_weight,
+        fusion: str = SEARCH_DEFAULTS.fusion,
+        min_offset: int | Mapping[int, int] | None = None,
+    ) -> list[Hit]:
+        """Search a user's conversations across sessions (every option of ``Memory.search``, ``min_offset`` included)."""
+        body = {"query": query, "user": user, "top_k": top_k, "exclude_session": exclude_session,
+                "session_id": session_id, "min_score": min_score,
+                "kinds": list(kinds) if isinstance(kinds, tuple) else kinds, "mode": mode, "names": names,
+                "candidates": candidates, "vector_weight": vector_weight,
+                "neighbors": list(neighbors) if isinstance(neighbors, tuple) else neighbors,
+                "session_weight": session_weight, "mmr": mmr,
+                "recency_half_life": _seconds("recency_half_life", recency_half_life), "now": now,
+                "confidence_weight": confidence_weight, "speaker_weight": speaker_weight, "time_weight": time_weight,
+                "fusion": fusion, "min_offset": _floor(min_offset)}
+        bad = next((k for k, v in body.items() if isinstance(v, float) and not math.isfinite(v)), None)
+        if bad is not None:  # JSON has no NaN: it would travel as null (no threshold) and change the answer
+            raise InvalidInput(bad, "must be a finite number", body[bad])
+        return _HITS.decode(self._send("POST", "/v1/search", json=body).content)
+
+    def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
+                as_data: bool = False) -> Any:
+        """The agent's "## Relevant Memory" block for a system prompt (``as_data``: its content as a dict)."""
+        body = {"query": query, "user": user, "max_facts": max_facts, "max_tokens": max_tokens, "as_data": as_data}
+        return self._call("POST", "/v1/context", json=body)["context"]
+
+    # -- maintenance -------------------------------------------------------------------
+    def sweep(self, now: dt.datetime | None = None) -> dict[str, int]:
+        """Decay and prune facts of every user, and retry pending extractions."""
+        return self._call("POST", "/v1/sweep", json={"now": now})
+
+    def usage(self, user: str | None = None, since: dt.datetime | None = None,
+              until: dt.datetime | None = None) -> dict[str, Any]:
+        """What the LLM cost this tenant (the served store's ledger), by model, purpose, user and day."""
+        return self._call("GET", "/v1/usage", params={"user": user, "since": since, "until": until})
+
+    def stats(self) -> dict[str, Any]:
+        """Counts and sizes of the served store, seen from this tenant."""
+        return self._call("GET", "/v1/stats")
+
+    def clear(self, sessions: bool = True, memories: bool = True) -> None:
+        """Forget every session and/or every fact and note of this tenant."""
+        self._send("POST", "/v1/clear", json={"sessions": sessions, "memories": memories})
+
+    def export(self, path: str | os.PathLike[str]) -> int:
+        """Write this tenant's events (JSONL, or Parquet for ``.parquet``) from the served store; returns how many."""
+        try:
+            with self._http.stream("GET", "/v1/export") as r:
+                if r.status_code >= 400:
+                    r.read()
+                    raise error_from_body(r.status_code, r.json())
+                return write_export((json.loads(line) for line in r.iter_lines() if line.strip()), path)
+        except httpx.TransportError as e:
+            raise _unavailable(self.url, "GET /v1/export", e) from None
+
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written", "skipped", "conflicts": [ids]}``."""
+        source = Path(path)
+        if not source.exists():
+            raise InvalidInput("path", f"{source} does not exist")
+        kind = "application/vnd.apache.parquet" if source.suffix == ".parquet" else "application/x-ndjson"
+        out = self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})
+        return {"written": out["written"], "skipped": out["skipped"], "conflicts": list(out.get("conflicts", []))}
+
+    def compact(self) -> dict[str, int]:
+        """Erase forgotten content from the served store's disk (redacted log, fresh indices); returns the report."""
+        return self._call("POST", "/v1/compact", json={})
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Have the server replay its log into fresh projections; returns events replayed (``progress`` once, at the end)."""
+        n = int(self._call("POST", "/v1/rebuild", json={})["replayed"])
+        if progress is not None:
+            progress(n, n)
+        return n
+
+    def snapshot(self) -> str | None:
+        """Have the server write a state snapshot now; returns its directory there (None when the store is empty)."""
+        return self._call("POST", "/v1/snapshot", json={})["path"]
+
+    def housekeep(self) -> dict[str, Any]:
+        """Have the server write what is due now: log recovery checkpoints and the state snapshot."""
+        return self._call("POST", "/v1/housekeep", json={})
+
+    def reembed(self, embedder: Any, progress: Callable[[int, int], None] | None = None) -> int:
+        """Refused over HTTP: an embedder is an object of the process that holds the store (raises ``InvalidInput``)."""
+        raise InvalidInput("embedder", "reembed runs where the store is: stop the server and run "
+                           "`eidetica reembed --path <store> --from <current model> --model <new model>`")
+
+    def for_tenant(self, tenant: str) -> "RemoteMemory":
+        """This client for its own tenant; another tenant is refused: over HTTP the tenant comes from the API key."""
+        if tenant != self.tenant:
+            raise InvalidInput("tenant", f"this client acts in its key's tenant {self.tenant!r}: "
+                               "connect with an API key of that tenant")
+        return self
+
+    def retry_pending(self) -> int:
+        """Nothing is queued in a client (its writes are retried per call, see ``connect``): always 0."""
+        return 0
+
+    @property
+    def pending_writes(self) -> int:
+        """Writes waiting in this client: always 0 (a failed write raises; the server keeps no queue of the client's)."""
+        return 0
+
+
+class RemoteSession:
+    """One conversation over HTTP: append messages, read history for the LLM."""
+
+    def __init__(self, memory: RemoteMemory, session_id: str, user: str, strategy: str | None,
+                 run_start: int, buffer: int = 0) -> None:
+        self._m = memory
+        self.session_id = session_id
+        self.user = user
+        self.strategy = strategy
+        self.system_prompt: str | None = None
+        self._run_start = run_start
+        self.buffer_size = buffer
+        self._buffer: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._path = f"/v1/users/{_q(user)}/sessions/{_q(session_id)}"
+
+    def append(self, role: str, content: str, metadata: dict[str, Any] | None = None, *,
+               time: dt.datetime | None = None, sequence: int | None = None, event_id: uuid.UUID | None = None) -> int:
+        """Append a message; returns its log offset (-1 while buffered). System prompts stay on the handle."""
+        if role == "system":
+            if not isinstance(content, str) or not content.strip():
+                raise InvalidInput("content", "must be a non-empty string", content)
+            self.system_prompt = content
+            return -1
+        item = {"role": role, "content": content, "metadata": metadata, "time": time, "sequence": sequence,
+                "event_id": event_id}
+        if not self.buffer_size:
+            return self.extend([item])
+        with self._lock:
+            self._buffer.append(item)
+            full = len(self._buffer) >= self.buffer_size
+        return self.flush() if full else -1
+
+    def flush(self) -> int:
+        """Write buffered messages now (one request); returns the last offset, -1 when nothing was buffered."""
+        with self._lock:
+            items, self._buffer = self._buffer, []
+        return self.extend(items) if items else -1
+
+    def extend(self, messages: Sequence[dict[str, Any]]) -> int:
+        """Append many messages in one atomic write; returns the last offset (retried safely by event id)."""
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
+            raise InvalidInput("messages", "must be a non-empty list of dicts")
+        items = []
+        for i, m in enumerate(messages):
+            if not isinstance(m, dict):
+                raise InvalidInput(f"messages[{i}]", "must be a dict")
+            item = {k: v for k, v in m.items() if v is not None}
+            item["event_id"] = str(m.get("event_id") or uuid.uuid4())  # chosen here: a retry is idempotent
+            items.append(item)
+        body = {"messages": items, "strategy": self.strategy}
+        return self._m._call("POST", self._path + "/messages", json=body)["offset"]
+
+    def read(self, *, strategy: str | None = None, window: int | None = None, token_budget: int | None = None) -> list[Message]:
+        """Messages for the LLM: system prompt, rolling summary, then recent turns within the budget."""
+        self.flush()
+        params = {"strategy": strategy or self.strategy, "window": window, "token_budget": token_budget}
+        msgs = self._messages("/read", params)
+        if self.system_prompt:
+            now = dt.datetime.now(dt.timezone.utc)
+            msgs = [Message(role="system", content=self.system_prompt, time=now, sequence=-1)] + msgs
+        return msgs
+
+    def appended(self) -> list[Message]:
+        """Only the messages this handle (this run) appended."""
+        return [m for m in self.history() if m.sequence > self._run_start]
+
+    def history(self, limit: int | None = None) -> list[Message]:
+        """Stored messages, oldest first (the last ``limit``)."""
+        self.flush()
+        return self._messages("/messages", {"limit": limit})
+
+    def _messages(self, route: str, params: dict[str, Any]) -> list[Message]:
+        """A session's messages from ``route``; none for a session not created yet (the server answers 404)."""
+        try:
+            return _MESSAGES.decode(self._m._send("GET", self._path + route, params=params).content)
+        except NotFound as e:
+            if e.what != "session":
+                raise
+            return []  # as a handle on a new embedded session: nothing yet
+
+    def summary(self) -> str | None:
+        """The latest rolling summary's text, if any."""
+        try:
+            return self._m._call("GET", self._path + "/summary")["summary"]
+        except NotFound as e:
+            if e.what != "session":
+                raise
+            return None
+
+    def summarize(self, *, force: bool = True) -> bool:
+        """Roll old turns into the summary now; True when a summary was committed."""
+        return self._m._call("POST", self._path + "/summarize", json={"force": force})["committed"]
+
+    def restore(self, token_budget: int | None = None) -> list[Message]:
+        """Resume: the last messages that fit ``token_budget``."""
+        self.flush()
+        return self._messages("/restore", {"token_budget": token_budget})
+
+    def forget(self) -> None:
+        """Forget this session."""
+        self._m._send("DELETE", self._path)
+
+    def forget_message(self, sequence: int) -> dict[str, Any]:
+        """Forget one message and what was derived from it alone (facts, its part of the summary)."""
+        if isinstance(sequence, bool) or not isinstance(sequence, int):
+            raise InvalidInput("sequence", "must be an int", sequence)
+        self.flush()
+        return msgspec.json.decode(self._m._send("DELETE", f"{self._path}/messages/{sequence}", retry="connect").content)
+
+    def pop(self) -> Message | None:
+        """Take back the last message (an event: ``MessageRetracted``); returns it, None when empty."""
+        self.flush()
+        return _POPPED.decode(self._m._send("POST", self._path + "/pop", retry="connect").content)
+
+    def __len__(self) -> int:
+        self.flush()
+        return int(self._m._call("GET", self._path)["messages"])
+
+
+class RemoteSchedules:
+    """``Memory.schedules`` over HTTP."""
+
+    def __init__(self, memory: RemoteMemory) -> None:
+        self._m = memory
+
+    def create(self, name: str, cadence: str, expression: str | int, *, user: str, timezone: str = "UTC",
+               payload: dict[str, Any] | None = None) -> ScheduleInfo:
+        """Create a schedule."""
+        body = {"name": name, "cadence": cadence, "expression": expression, "user": user, "timezone": timezone,
+                "payload": payload}
+        return _SCHEDULE.decode(self._m._send("POST", "/v1/schedules", json=body, retry="connect").content)
+
+    def get(self, schedule_id: str, *, user: str | None = None, history: int | None = None) -> ScheduleInfo:
+        """One schedule with its last ``history`` runs, each with its full ``output``."""
+        params = {"user": user, "history": history}
+        return _SCHEDULE.decode(self._m._send("GET", f"/v1/schedules/{_q(schedule_id)}", params=params).content)
+
+    def search(self, query: str, *, user: str | None = None, limit: int = 20, offset: int = 0,
+               status: str | None = None) -> list[ScheduleInfo]:
+        """Schedules whose name or payload contains the query, oldest first; ``count`` gives the total."""
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query", "must be a non-empty string", query)
+        return self._list(query=query, user=user, limit=limit, offset=offset, status=status)
+
+    def list_all(self, *, user: str | None = None, limit: int = 20, offset: int = 0,
+                 status: str | None = None) -> list[ScheduleInfo]:
+        """Every schedule (of a user, or the tenant), oldest first."""
+        return self._list(user=user, limit=limit, offset=offset, status=status)
+
+    def _list(self, **params: Any) -> list[ScheduleInfo]:
+        return _SCHEDULES.decode(self._m._send("GET", "/v1/schedules", params=params).content)
+
+    def count(self, *, user: str | None = None, query: str | None = None, status: str | None = None) -> int:
+        """How many schedules (of a user, or the tenant; matching ``query`` and ``status``): a search's total."""
+        params = {"user": user, "query": query, "status": status}
+        return int(self._m._call("GET", "/v1/schedules/count", params=params)["count"])
+
+    def update(self, schedule_id: str, *, user: str | None = None, **changes: Any) -> ScheduleInfo:
+        """Change name, cadence, expression, timezone, payload or enabled."""
+        body = dict(changes, user=user)
+        return _SCHEDULE.decode(self._m._send("PATCH", f"/v1/schedules/{_q(schedule_id)}", json=body).content)
+
+    def delete(self, schedule_id: str, *, user: str | None = None) -> None:
+        """Delete a schedule."""
+        self._m._send("DELETE", f"/v1/schedules/{_q(schedule_id)}", params={"user": user}, retry="delete")
+
+    def due(self, now: dt.datetime | None = None, limit: int = 100) -> list[ScheduleInfo]:
+        """Enabled schedules due at ``now``, soonest first."""
+        if now is not None and (not isinstance(now, dt.datetime) or now.tzinfo is None):
+            raise InvalidInput("now", "must be timezone-aware", now)
+        return _SCHEDULES.decode(self._m._send("GET", "/v1/schedules/due", params={"now": now, "limit": limit}).content)
+
+    def record_run(self, schedule_id: str, run: dict[str, Any] | str | None = None,
+                   next_run_at: dt.datetime | None = None, *, user: str | None = None) -> ScheduleInfo:
+        """Record that a schedule ran."""
+        body = {"run": run, "next_run_at": next_run_at, "user": user}
+        return _SCHEDULE.decode(self._m._send("POST", f"/v1/schedules/{_q(schedule_id)}/runs", json=body,
+                                              retry="connect").content)
+
+
+class RemoteItems:
+    """``Memory.items`` over HTTP: the key-value items under the LangGraph store, same API."""
+
+    def __init__(self, memory: RemoteMemory) -> None:
+        self._m = memory
+
+    @staticmethod
+    def _ns(field: str, namespace: Any) -> list[Any]:
+        if isinstance(namespace, (str, bytes)) or not isinstance(namespace, Sequence):
+            raise InvalidInput(field, "must be a tuple of strings", namespace)
+        return list(namespace)
+
+    def put(self, ops: Sequence[Mapping[str, Any]]) -> int:
+        """Write items (see ``Memory.items.put``); returns the last log offset (-1 when nothing was written)."""
+        if isinstance(ops, (str, bytes, Mapping)) or not isinstance(ops, Sequence):
+            raise InvalidInput("ops", "must be a list of dicts")
+        return int(self._m._call("POST", "/v1/items", json={"ops": list(ops)}, retry="connect")["offset"])
+
+    def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = False,
+            omit_expired: bool = False) -> ItemInfo | None:
+        """The item at (namespace, key), or None."""
+        body = {"namespace": self._ns("namespace", namespace), "key": key, "refresh_ttl": refresh_ttl,
+                "omit_expired": omit_expired}
+        return _ITEM.decode(self._m._send("POST", "/v1/items/get", json=body).content)
+
+    def search(self, prefix: Sequence[str] = (), *, query: str | None = None, filter: Mapping[str, Any] | None = None,  # noqa: A002
+               limit: int = 10, offset: int = 0, refresh_ttl: bool = False,
+               omit_expired: bool = False) -> list[tuple[ItemInfo, float | None]]:
+        """Items under ``prefix`` passing ``filter``, ranked by hybrid search when ``query`` is given."""
+        body = {"prefix": self._ns("prefix", prefix), "query": query, "filter": filter, "limit": limit, "offset": offset,
+                "refresh_ttl": refresh_ttl, "omit_expired": omit_expired}
+        return _FOUND.decode(self._m._send("POST", "/v1/items/search", json=body).content)
+
+    def touch(self, items: Sequence[ItemInfo]) -> None:
+        """Refresh the TTL of these items (a write: ``ItemTouched``)."""
+        refs = [{"namespace": list(it.namespace), "key": it.key} for it in items if it.ttl_minutes is not None]
+        if refs:
+            self._m._send("POST", "/v1/items/touch", json={"items": refs}, retry="connect")
+
+    def namespaces(self, *, omit_expired: bool = False) -> list[tuple[str, ...]]:
+        """Namespaces holding at least one item (with ``omit_expired``, one not expired), sorted."""
+        params = {"omit_expired": "true"} if omit_expired else None
+        return [tuple(ns) for ns in self._m._call("GET", "/v1/items/namespaces", params=params)]
+
+    def adopt_embedder(self, embedder: Any) -> bool:
+        """False: a served store's model is the server's (chosen when it started)."""
+        return False
+
+    def embedder(self) -> tuple[str, int]:
+        """The served store's embedding model id and dimension."""
+        info = self._m._call("GET", "/v1/items/embedder")
+        return info["model_id"], int(info["dim"])
+
+    def sweep(self, now: dt.datetime | None = None) -> int:
+        """Delete every expired item of the tenant; returns how many."""
+        return int(self._m._call("POST", "/v1/items/sweep", json={"now": now}, retry="connect")["deleted"])
