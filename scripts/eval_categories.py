@@ -18,7 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eidetica._context import PROFILE_CATEGORIES  # noqa: E402
+from eidetica._store.context import PROFILE_CATEGORIES  # noqa: E402
 from eidetica.providers import OfflineLLM  # noqa: E402
 from tests.category_cases import FRESH, HELD_OUT, TUNE  # noqa: E402
 

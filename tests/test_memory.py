@@ -839,7 +839,7 @@ def test_context_block(mem) -> None:
     assert sorted(p["text"] for p in data["profile"]) == ["Ada is vegetarian", "I am allergic to shellfish"]
     assert data["tokens"] > 0
     # the profile keeps to its share of the budget: with room for one line, the most relevant one
-    from eidetica._context import PROFILE_SHARE
+    from eidetica._store.context import PROFILE_SHARE
     from eidetica.providers import count_tokens
     need = count_tokens("### Profile") + 1 + count_tokens("- Ada is vegetarian (food)")
     one = mem.context("what should Ada eat", user="ada", max_tokens=int(need / PROFILE_SHARE) + 2, as_data=True)
