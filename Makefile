@@ -9,7 +9,7 @@ export RAY_AUTH_MODE := disabled
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install chromium demo test test-fast bench mutants clean
+.PHONY: install chromium demo test test-fast test-unit lint docs bench mutants clean
 
 install: $(STAMP)
 
@@ -34,6 +34,24 @@ test: install chromium
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# The fast tier (under a minute on an idle 2-core machine): the layers below the facade, without
+# Ray, server processes, crash loops or a browser (tests/conftest.py marks `server`, `ray` and
+# `browser` by directory and fixture). `make test` runs everything.
+UNIT := tests/events tests/providers tests/projections tests/actors tests/test_layers.py tests/test_public_api.py
+UNIT_MARKS := not slow and not ray and not crash and not server and not browser
+
+test-unit: install
+	$(BIN)/python -m pytest -q -m "$(UNIT_MARKS)" $(UNIT)
+
+# ruff (E, F, W, I, B, UP) and mypy (strict on events/, providers/, projections/); both are
+# configured in pyproject.toml ([tool.ruff], [tool.mypy])
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+# The reference in docs/ as a site in site/; --strict fails on a broken link, anchor or nav entry.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 bench: install
 	$(BIN)/python scripts/run_benchmarks.py
 
@@ -42,4 +60,4 @@ mutants: install
 	$(BIN)/python scripts/mutants.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info src/*.egg-info
+	rm -rf $(VENV) .pytest_cache build site *.egg-info src/*.egg-info

@@ -1,7 +1,7 @@
 """Precision and recall of the offline extractor's diet and health categories, tuned half beside held-out half.
 
 Usage: ``python scripts/eval_categories.py`` prints a table per half and one JSON object on the last
-line. The statements are ``tests/category_cases.py`` (written for eidetica before the rules): the
+line. The statements are ``tests/support/category_cases.py`` (written for eidetica before the rules): the
 rules were tuned on ``TUNE``; ``HELD_OUT`` includes ``FRESH``, written after a first run had printed
 the misses of the other held-out statements, and reported on its own as the cleanest held-out figure. A statement's
 predicted category is its first extracted fact's ("other" for any other category or no fact);
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eidetica._store.context import PROFILE_CATEGORIES  # noqa: E402
 from eidetica.providers import OfflineLLM  # noqa: E402
-from tests.category_cases import FRESH, HELD_OUT, TUNE  # noqa: E402
+from tests.support.category_cases import FRESH, HELD_OUT, TUNE  # noqa: E402
 
 LABELS = ("diet", "health")
 

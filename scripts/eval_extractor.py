@@ -1,7 +1,7 @@
 """Precision and recall of the offline extractor (facts and attributes) on labelled statements.
 
 Usage: ``python scripts/eval_extractor.py`` prints a per-kind table and one JSON object on the
-last line. The statements are ``tests/extraction_cases.py`` (written for eidetica).
+last line. The statements are ``tests/support/extraction_cases.py`` (written for eidetica).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eidetica.providers import OfflineLLM  # noqa: E402
-from tests.extraction_cases import CASES, HELD_OUT  # noqa: E402
+from tests.support.extraction_cases import CASES, HELD_OUT  # noqa: E402
 
 
 def measure(cases: list[tuple[str, str, str]] = CASES) -> dict[str, Any]:

@@ -1,6 +1,7 @@
-"""The README's examples return what the README shows: every ```python block of README.md is
-taken from the file at test time (a changed README changes the test) and run, and what its
-comments say it prints or returns is checked.
+"""The documentation's examples return what it shows: every ```python block of README.md and of
+docs/ is taken from its page at test time (a changed page changes the test) and run, and what its
+comments say it prints or returns is checked. A block that no test here claims (by a marker
+passed to ``_block``) fails ``test_every_python_block_is_run``.
 
 A block is run statement by statement as written; each expression statement's value is kept by
 its line (``_run`` returns them), as a reader would see them in a REPL. The only edits are
@@ -26,20 +27,50 @@ import pytest
 
 import eidetica
 from eidetica.providers import OpenAILLM
-from tests.openai_server import fake_openai  # noqa: F401 - a fixture
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+# the repository: the nearest directory above holding pyproject.toml (the test may move down the tree)
+REPO = next(d for d in Path(__file__).resolve().parents if (d / "pyproject.toml").exists())
+README = REPO / "README.md"
+
+
+def _pages() -> list[Path]:
+    """The README and every page of docs/."""
+    return [README, *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def _fenced(lang: str) -> list[str]:
+    """Every ```<lang> block of the pages, dedented (a block inside a list item is indented)."""
+    return [textwrap.dedent(b) for page in _pages()
+            for b in re.findall(rf"^[ ]*```{lang}\n(.*?)^[ ]*```", page.read_text(encoding="utf-8"), re.S | re.M)]
 
 
 def _blocks() -> list[str]:
-    return [textwrap.dedent(b) for b in re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)]
+    return _fenced("python")
 
 
 def _block(marker: str) -> str:
-    """The one README block holding ``marker``."""
+    """The one block of the README or docs/ holding ``marker``."""
     found = [b for b in _blocks() if marker in b]
-    assert len(found) == 1, f"{len(found)} README blocks hold {marker!r}"
+    assert len(found) == 1, f"{len(found)} blocks of README.md and docs/ hold {marker!r}"
     return found[0]
+
+
+def _claimed() -> set[str]:
+    """The markers this file's tests pass to ``_block``: the blocks they run."""
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    return {node.args[0].value for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_block"
+            and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)}
+
+
+def test_every_python_block_is_run() -> None:
+    """Each python block of the README and docs/ is run by a test here (a new block needs its test)."""
+    blocks, markers = _blocks(), _claimed()
+    assert len(blocks) >= 10 and len(markers) >= 10
+    unclaimed = [b.splitlines()[0] for b in blocks if not any(k in b for k in markers)]
+    assert unclaimed == [], "python blocks no test runs (first lines shown)"
+    for k in markers:  # and each marker names exactly one block, so a claim cannot go stale
+        _block(k)
 
 
 class _Keep(ast.NodeTransformer):
@@ -103,7 +134,7 @@ def test_use_it_block_runs_and_answers(tmp_path, monkeypatch) -> None:
 @pytest.mark.slow
 def test_connect_block_runs_against_a_served_store(tmp_path) -> None:
     from eidetica._server import KeyStore
-    from tests.served import Served
+    from tests.support.served import Served
 
     # `eidetica serve` as the README runs it: the default offline model (a paraphrase needs it)
     server = Served(tmp_path / "store", cli=True, model=None).start()
@@ -115,8 +146,7 @@ def test_connect_block_runs_against_a_served_store(tmp_path) -> None:
         assert any("Berlin" in h.text for h in _at(shown, "m.recall("))
         ns["m"].close()
         # the curl block: remember a fact, then a paraphrase finds it ("what does Ada eat")
-        curl = next(b for b in re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
-                    if "/v1/search" in b).replace("\\\n", " ")
+        curl = next(b for b in _fenced("bash") if "/v1/search" in b).replace("\\\n", " ")
         answers = []
         for route, body in re.findall(r"curl -s http://127\.0\.0\.1:8765(/v1/\S+) .*?-d '(.*?)'", curl):
             r = httpx.post(server.url + route, content=body, headers={"Authorization": f"Bearer {key}",

@@ -71,6 +71,16 @@ def hvec(text: str, dim: int = DIM) -> np.ndarray:
     return v / n
 
 
+def emb(ids: list[str], texts: list[str], *, kind: str = "message", source: str = "", user: str = "u",
+        session: str = "", time: dt.datetime | None = None, tenant: str = "t", confidence: float = 1.0,
+        dim: int = DIM, metadata: dict[str, Any] | None = None, vectors: np.ndarray | None = None) -> NewEvent:
+    """A ChunksEmbedded event of ``texts`` with hashed vectors (or ``vectors``)."""
+    vecs = (np.stack([hvec(t, dim) for t in texts]) if vectors is None else vectors).astype("<f4")
+    return NewEvent.of(ChunksEmbedded(model_id="h", dim=dim, chunk_ids=ids, vectors=vecs.tobytes(), texts=texts,
+                                      source_id=source, kind=kind, user_id=user, session_id=session, time=time,
+                                      confidence=confidence, metadata=metadata or {}), tenant=tenant)
+
+
 def eid(*parts: Any) -> uuid.UUID:
     """A deterministic event id."""
     return uuid.uuid5(NS, ":".join(map(str, parts)))

@@ -192,7 +192,7 @@ def _scan(
     if position > len(_SCHEMA_BYTES):
         shift = position - len(_SCHEMA_BYTES)
         for batch, start, end in _scan(path, pa.py_buffer(_SCHEMA_BYTES + buf.slice(position).to_pybytes()), first_offset):
-            yield batch, start + shift, (end + shift if batch is not None else end)  # type: ignore[misc]
+            yield batch, start + shift, (end + shift if batch is not None else end)  # type: ignore[misc, operator]
         return
     src = pa.BufferReader(buf)
     try:
@@ -369,9 +369,9 @@ class ArrowLog(BatchLog):
                             torn = True  # only the commit in flight at a crash can be torn
                             break
                         raise CorruptLog(path, start, str(end), offset=part.next_offset)
-                    part.record_batch(batch, _Loc(path, start, end))
+                    part.record_batch(batch, _Loc(path, start, end))  # type: ignore[arg-type]  # a batch: end is int
                     self.recovered_events[partition] += batch.num_rows
-                    good_end = end
+                    good_end = end  # type: ignore[assignment]
             if torn and not self.readonly:
                 self._truncate_tail(path, good_end)
 
@@ -402,13 +402,14 @@ class ArrowLog(BatchLog):
             return None
         part = self._parts[partition]
         head, ids, versions, stream_offsets, batch_cols, resume = loaded
+        resume_at: tuple[int, int] | None = resume
         part.ids = ids
         part.versions = versions
         part.stream_offsets = stream_offsets
         part.batches.freeze(*batch_cols)
         part.next_offset = head
         self._covered[partition] = head
-        return resume
+        return resume_at
 
     def _parse_checkpoint(self, partition: int, f: Any, segs: list[str]) -> tuple[Any, ...]:
         """Check a checkpoint file against its digest and the segments on disk; decode it.
@@ -475,7 +476,7 @@ class ArrowLog(BatchLog):
         streams = header["streams"]
         bounds = np.concatenate(([0], np.cumsum(arrays["stream_count"]))).tolist()
         offs = arrays["stream_offsets"]
-        stream_offsets: dict[str, array] = {}
+        stream_offsets: dict[str, array[int]] = {}
         for j, st in enumerate(streams):
             a = array("q")
             a.frombytes(offs[bounds[j] : bounds[j + 1]].tobytes())
@@ -550,8 +551,9 @@ class ArrowLog(BatchLog):
         vers = np.fromiter((part.versions[st] for st in streams), np.int64, len(streams))
         return head, paths, seg, start, end, firsts, counts, (hi, lo, off), streams, counts_s, offs, vers
 
-    def _write_checkpoint_file(self, partition: int, head: int, paths: list[str], seg: list, start: list, end: list,
-                               firsts: np.ndarray, counts: np.ndarray, ids: tuple, streams: list[str],
+    def _write_checkpoint_file(self, partition: int, head: int, paths: list[str], seg: list[np.ndarray],
+                               start: list[np.ndarray], end: list[np.ndarray],
+                               firsts: np.ndarray, counts: np.ndarray, ids: tuple[Any, ...], streams: list[str],
                                counts_s: np.ndarray, offs: np.ndarray, vers: np.ndarray) -> None:
         seg_a, start_a, end_a = np.concatenate(seg), np.concatenate(start), np.concatenate(end)
         ends = [int(end_a[np.searchsorted(seg_a, k, side="right") - 1]) for k in range(len(paths))]
@@ -573,14 +575,14 @@ class ArrowLog(BatchLog):
         head_bytes = json.dumps(header).encode() + b"\n"
         h.update(head_bytes)
         for a in arrays.values():
-            h.update(memoryview(np.ascontiguousarray(a)).cast("B"))
+            h.update(memoryview(np.ascontiguousarray(a)).cast("B"))  # type: ignore[arg-type]  # ndarray: a buffer
         cpath = self._checkpoint_path(partition)
         tmp = cpath + ".tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
             _write_all(fd, CHECKPOINT_MAGIC + h.hexdigest().encode() + b"\n" + head_bytes)
             for a in arrays.values():
-                _write_all(fd, memoryview(np.ascontiguousarray(a)).cast("B"))
+                _write_all(fd, memoryview(np.ascontiguousarray(a)).cast("B"))  # type: ignore[arg-type]  # ndarray: a buffer
             os.fsync(fd)
         finally:
             os.close(fd)

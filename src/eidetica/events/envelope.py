@@ -161,7 +161,7 @@ def validate_append(
         raise InvalidInput("expected_version", f"{expected_version} is not a version or a constant")
     if type(events) is not list and (isinstance(events, (NewEvent, str, bytes)) or not isinstance(events, Sequence)):
         raise InvalidInput("events", "must be a list of NewEvent")
-    evs: list[NewEvent] = list(events)  # type: ignore[call-overload]  # a copy: the caller may reuse its list
+    evs: list[NewEvent] = list(events)  # a copy: the caller may reuse its list
     if not evs:
         raise InvalidInput("events", "must not be empty")
     if len(evs) == 1:
@@ -333,7 +333,8 @@ def batch_checksum(batch: pa.RecordBatch) -> int:
         if start == 0:  # the usual case (a fresh or unsliced array): offsets are already rebased
             crc = zlib.crc32(offs, crc)
         else:
-            crc = zlib.crc32(np.frombuffer(offs, dtype=np.int64 if width == 8 else np.int32) - start, crc)
+            rebased = np.frombuffer(offs, dtype=np.int64 if width == 8 else np.int32) - start
+            crc = zlib.crc32(rebased, crc)  # type: ignore[arg-type]  # an ndarray is a buffer; numpy's <3.12 stubs omit it
         data = bufs[2]
         crc = zlib.crc32(memoryview(data)[start:end] if data is not None else b"", crc)
     return crc

@@ -328,7 +328,7 @@ class _Partition:
         self.next_offset = 0
         self.versions: dict[str, int] = {}
         self.ids = _IdIndex()  # id_key(tenant, event id) -> offset: idempotent appends
-        self.stream_offsets: dict[str, array] = {}
+        self.stream_offsets: dict[str, array[int]] = {}
         self.batches = _Batches()
         self.cond = threading.Condition()
         # Group commit without a writer thread: the first caller to find no leader commits
@@ -444,7 +444,7 @@ class _Partition:
         that event until the user had it forgotten); anything else under a known id would be
         acknowledged without being stored.
         """
-        found = [self.ids.get(k, group.get(k)) for k in req.keys]
+        found: list[Any] = [self.ids.get(k, group.get(k)) for k in req.keys]  # ints once no None is left
         if None in found:
             i = next(i for i, o in enumerate(found) if o is not None)
             raise EventIdConflict(str(req.events[i].event_id), "was already appended, but not the other events of this append")
@@ -460,7 +460,7 @@ class _Partition:
                 raise EventIdConflict(str(ev.event_id), "already names an event of another stream")
             if kind != "Redacted" and (kind != ev.type or payload != ev.payload):
                 raise EventIdConflict(str(ev.event_id), "already names an event with other content")
-        return min(found), max(found)  # type: ignore[type-var]
+        return min(found), max(found)
 
 
 class BatchLog(EventLog):

@@ -358,7 +358,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
 )
 
 _ENCODER = msgspec.msgpack.Encoder()
-_DECODER = msgspec.msgpack.Decoder(Union[EVENT_TYPES])  # type: ignore[valid-type]
+_DECODER: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Union[EVENT_TYPES])
 _RAW_DECODER = msgspec.msgpack.Decoder(dict[str, Any])
 _UPCASTERS: dict[str, Callable[[dict[str, Any]], Event]] = {}
 _KNOWN_TAGS = frozenset(t.__struct_config__.tag for t in EVENT_TYPES)

@@ -149,7 +149,9 @@ def derive_past(live_rows: pa.Table, tail: Sequence[pa.RecordBatch], prefix: Seq
         # (or, not linked, built from all rows); then the checkpoint (output first)
         past._lance.table.add(pa.concat_tables([kept, refolded]))
         if linked:
-            scoped = [(f, *v.split(SEP, 1)) for f in _FIELDS for v in touched.values[f]]
+            # each value is "tenant<SEP>value": split(SEP, 1) gives the two parts
+            scoped: list[tuple[str, str, str]] = [
+                (f, *v.split(SEP, 1)) for f in _FIELDS for v in touched.values[f]]  # type: ignore[misc]
             past._text.drop_and_add(touched.keys, scoped, refolded.to_batches(max_chunksize=8192))
         else:
             past._text.rebuild(pa.concat_tables([kept, refolded]).to_batches(max_chunksize=8192))

@@ -88,7 +88,10 @@ class SearchOptions(msgspec.Struct, frozen=True, kw_only=True):
         unknown = sorted(set(fields) - set(cls.__struct_fields__))
         if unknown:
             raise InvalidInput(unknown[0], "is not a search option", fields[unknown[0]])
-        get = lambda name: fields.get(name, getattr(base, name))  # noqa: E731
+
+        def get(name: str) -> Any:
+            return fields.get(name, getattr(base, name))
+
         speakers = get("speakers")
         if not isinstance(speakers, (list, tuple, set, frozenset)) or not all(isinstance(x, str) for x in speakers):
             raise InvalidInput("speakers", "must be a collection of names (strings)", speakers)
@@ -110,7 +113,7 @@ class SearchOptions(msgspec.Struct, frozen=True, kw_only=True):
         return cls(
             fusion=get("fusion"),
             calibrate=get("calibrate"),
-            windows=tuple(tuple(int(x) for x in w) for w in get("windows")),
+            windows=tuple(tuple(int(x) for x in w) for w in get("windows")),  # type: ignore[misc]  # five ints each
             time_weight=_number("time_weight", get("time_weight"), 0.0, 1.0),
             candidates=cand,
             vector_weight=_number("vector_weight", get("vector_weight"), 0.0, 1.0),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
 
@@ -114,6 +115,11 @@ class BulkRebuild(Maintenance):
 
     _ckpt: dict[int, int]
     _bulk: dict[int, int] | None
+    if TYPE_CHECKING:  # provided by ChunkIndex, the class this mixin is written for
+
+        def reset(self) -> None: ...
+        def save_checkpoint(self, checkpoint: dict[int, int]) -> None: ...
+        def _executor(self) -> ThreadPoolExecutor: ...
     _buffer: BulkBuffer | None = None  # bulk mode's rows not sent to LanceDB yet
     dim: int
     # Buffered rows past which bulk mode sends them to LanceDB (0: every batch); None: as many as

@@ -173,7 +173,7 @@ class Scope(VectorSlots):
         keys = self.keys
         # float64 of each float32 similarity, as float() gives
         dist = (1.0 - sims.astype(np.float64)).tolist()
-        return [(keys[i], d) for i, d in zip(idx.tolist(), dist)]  # type: ignore[misc]
+        return [(keys[i], d) for i, d in zip(idx.tolist(), dist)]
 
 
 def scope_key(f: Filters) -> ScopeKey:

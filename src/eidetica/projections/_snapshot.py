@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import pyarrow as pa
 
@@ -33,7 +33,7 @@ __all__ = ["SnapshotStore", "LoadedSnapshot", "SnapshotWarning"]
 FORMAT = "eidetica-snapshot"
 
 
-def _digest(manifest: dict) -> str:
+def _digest(manifest: dict[str, Any]) -> str:
     """sha256 of a manifest's content without its own checksum field."""
     body = {k: v for k, v in manifest.items() if k != "sha256"}
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
@@ -46,13 +46,13 @@ class SnapshotWarning(UserWarning):
 class LoadedSnapshot:
     """A verified snapshot: its tables, checkpoint, and when it was written."""
 
-    def __init__(self, path: Path, tables: dict[str, pa.Table], manifest: dict) -> None:
+    def __init__(self, path: Path, tables: dict[str, pa.Table], manifest: dict[str, Any]) -> None:
         self.path = path
         self.tables = tables
         self.manifest = manifest
         self.checkpoint = {int(k): int(v) for k, v in manifest["checkpoint"].items()}
         self.created = dt.datetime.fromisoformat(manifest["created"])
-        self.meta: dict = manifest.get("meta", {})
+        self.meta: dict[str, Any] = manifest.get("meta", {})
 
 
 class SnapshotStore:
@@ -70,14 +70,14 @@ class SnapshotStore:
                  and p.name[len(self.name) + 1:].isdigit()]  # not a temp dir or a ".old" left by a crash
         return sorted(found, key=lambda p: p.name, reverse=True)
 
-    def write(self, tables: Mapping[str, pa.Table], checkpoint: Mapping[int, int], meta: dict | None = None) -> Path:
+    def write(self, tables: Mapping[str, pa.Table], checkpoint: Mapping[int, int], meta: dict[str, Any] | None = None) -> Path:
         """Write a snapshot atomically (temp dir, fsync, rename) and drop the older ones."""
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         events = sum(checkpoint.values())
         final = self.dir / f"{self.name}-{events:016d}"
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{self.name}-", dir=self.dir))
         try:
-            files: dict[str, dict] = {}
+            files: dict[str, dict[str, Any]] = {}
             for tname, table in tables.items():
                 fname = f"{tname}.arrow"
                 sink = pa.BufferOutputStream()

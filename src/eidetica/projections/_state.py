@@ -865,7 +865,8 @@ class StateProjection(Projection):
                     "schedules": {u: self.schedules(t, u) for u in users},
                     "items": self.items(t),
                 }
-            return msgspec.to_builtins(out)
+            dump: dict[str, Any] = msgspec.to_builtins(out)
+            return dump
 
 
 _HANDLERS: dict[type, Any] = {

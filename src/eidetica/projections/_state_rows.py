@@ -183,13 +183,13 @@ def _as_time(value: Any) -> dt.datetime | None:
 
 def _local(t: Any, zone: str) -> dt.datetime | None:
     """A time in a schedule's time zone (None stays None; an unknown zone leaves it in UTC)."""
-    t = _as_time(t)
-    if t is None:
+    when = _as_time(t)
+    if when is None:
         return None
     try:
-        return t.astimezone(ZoneInfo(zone))
+        return when.astimezone(ZoneInfo(zone))
     except (ZoneInfoNotFoundError, ValueError):
-        return t
+        return when
 
 
 def _utcnow() -> dt.datetime:
@@ -240,4 +240,5 @@ _TS = pa.timestamp("us", tz="UTC")
 
 
 def _col(table: pa.Table, name: str) -> list[Any]:
-    return table.column(name).to_pylist()
+    values: list[Any] = table.column(name).to_pylist()
+    return values

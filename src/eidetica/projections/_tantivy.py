@@ -396,7 +396,8 @@ class TantivyChunks:
             n = int(agg.get("count") or 0)
             return n, (float(agg.get("sum") or 0.0) / n if n else 0.0)
 
-        return self._cached(gen, ("stats", tenant), compute)
+        stats: tuple[int, float] = self._cached(gen, ("stats", tenant), compute)
+        return stats
 
     def _df(self, searcher: Any, gen: int, tenant: str, term: str) -> int:
         """Live documents of one tenant containing an index term."""
@@ -406,7 +407,8 @@ class TantivyChunks:
                                      (Occur.Must, Query.term_query(SCHEMA, "text", term))])
             return int(searcher.search(q, 1, count=True).count or 0)
 
-        return self._cached(gen, ("df", tenant, term), compute)
+        df: int = self._cached(gen, ("df", tenant, term), compute)
+        return df
 
     def adjacent(self, f: Filters, session_id: str, ts: int, *, after: bool, limit: int = 4) -> list[Row]:
         """The message rows of a session (within the filters) closest in time before / after ``ts``."""

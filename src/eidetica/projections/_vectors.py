@@ -105,7 +105,7 @@ class VectorSlots:
 
     def _bound_row(self, i: int) -> None:
         v = self.mat[i]
-        low = self._basis @ v  # type: ignore[operator]
+        low = self._basis @ v
         self._low[i] = low
         self._resid[i] = np.sqrt(max(0.0, float(v @ v) - float(low @ low)))
 
@@ -129,9 +129,9 @@ class VectorSlots:
         """An upper bound of every row's dot product with ``q`` (refitting the basis when the rows doubled)."""
         if self._basis is None or n >= 2 * self._fitted_rows:
             self._fit()
-        ql = self._basis @ q  # type: ignore[operator]
+        ql = self._basis @ q
         qr = np.sqrt(max(0.0, float(q @ q) - float(ql @ ql)))
-        bound = self._low[:n] @ ql
+        bound: np.ndarray = self._low[:n] @ ql
         bound += qr * self._resid[:n]
         return bound
 

@@ -17,8 +17,8 @@ from ..errors import CorruptIndex
 from ..events import EventLog, RecordedEvent
 from ..events.types import decode
 from ..providers import Embedder
-from ._base import Projection
-from ._index import ChunkIndex, SearchHit
+from ._base import Projection, SearchHit
+from ._index import ChunkIndex
 from ._names import name_pattern, named_words, names_in, strip_names
 from ._projector import Projector
 from ._ranking import SELF, SearchOptions, time_windows
@@ -80,11 +80,13 @@ class ModelView(Projection):
 class LocalViews:
     """The projections of a store in this process: state folds, the chunk index, the projector."""
 
+    index: ChunkIndex  # None only while (re)opening
+
     def __init__(
         self, path: Path, log: EventLog, embedder: Embedder, *, snapshot_events: int = 50_000,
         snapshot_seconds: float = 300.0,
     ) -> None:
-        self.snapshot_policy = {"snapshot_events": snapshot_events, "snapshot_seconds": snapshot_seconds}
+        self.snapshot_policy: dict[str, Any] = {"snapshot_events": snapshot_events, "snapshot_seconds": snapshot_seconds}
         self.path = path
         self.log = log
         self.model_id = embedder.model_id

@@ -175,7 +175,8 @@ class Embedder(abc.ABC):
 
     def embed_one(self, text: str) -> np.ndarray:
         """Embed a single text as a float32 ``[dim]`` vector."""
-        return self.embed([text])[0]
+        vector: np.ndarray = self.embed([text])[0]
+        return vector
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model_id={self.model_id!r}, dim={self.dim})"

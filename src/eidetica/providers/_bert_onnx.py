@@ -107,7 +107,7 @@ def build_bert_graph(
     def layer_norm(x: str, name: str) -> str:
         return op("LayerNormalization", [x, big(name + ".weight", w(name + ".weight")), big(name + ".bias", w(name + ".bias"))], axis=-1, epsilon=eps)
 
-    for name, value in {
+    consts: dict[str, np.ndarray] = {
         "c_0": np.array([0], np.int64),
         "c_1": np.array([1], np.int64),
         "c_2": np.array([2], np.int64),
@@ -118,8 +118,9 @@ def build_bert_graph(
         "c_half": np.array(0.5, np.float32),
         "c_heads": np.array([0, 0, heads, head_dim], np.int64),
         "c_hidden": np.array([0, 0, hidden], np.int64),
-    }.items():
-        const(name, value)
+    }
+    for cname, cvalue in consts.items():
+        const(cname, cvalue)
 
     # Embeddings: word + position[:T] + token type 0, then layer norm.
     seq = op("Slice", [op("Shape", ["input_ids"]), "c_1", "c_2"])

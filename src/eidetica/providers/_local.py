@@ -134,7 +134,8 @@ class MiniLM:
 
     def forward(self, ids: np.ndarray, mask: np.ndarray, threads: int = 1) -> np.ndarray:
         """Mean-pooled, unnormalised sentence vectors for right-padded ``ids`` [B, T] and their 0/1 ``mask``."""
-        return self.session(threads).run(["pooled"], {"input_ids": ids, "attention_mask": mask})[0]
+        pooled: np.ndarray = self.session(threads).run(["pooled"], {"input_ids": ids, "attention_mask": mask})[0]
+        return pooled
 
     def encode(self, texts: list[str], batch_size: int = 16) -> np.ndarray:
         """Embed texts: tokenise, sort by length, run padded batches (in parallel), normalise."""

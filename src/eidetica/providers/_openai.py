@@ -216,8 +216,8 @@ class OpenAIEmbedder(CachedEmbedder):
         self._dim_lock = threading.Lock()
         self._client = _make_client(self.base_url, self.api_key_env, self.timeout)
 
-    @property  # type: ignore[override]
-    def dim(self) -> int:
+    @property
+    def dim(self) -> int:  # type: ignore[override]  # a property over the base's attribute
         """Vector length; probes the endpoint once if neither ``dimensions`` nor the model table says."""
         if self._dim is None:
             with self._dim_lock:
