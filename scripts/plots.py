@@ -72,7 +72,7 @@ def speed(fig: dict[str, Any], peers: dict[str, Any], out: Path) -> Path:
     ys = range(len(rows))
     a.barh([y + 0.2 for y in ys], [r["eidetica"] for r in rows], 0.4, label="eidetica")
     a.barh([y - 0.2 for y in ys], [r["baseline"] for r in rows], 0.4, label="baseline")
-    for y, r in zip(ys, rows):
+    for y, r in zip(ys, rows, strict=True):
         a.text(r["baseline"], y - 0.2, f" {r['baseline_name']}", va="center", fontsize=7)
     a.set_yticks(list(ys), [r["name"] for r in rows], fontsize=8)
     a.set_xscale("log")
@@ -102,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     fig = json.loads(args.figures.read_text(encoding="utf-8"))
     args.out.mkdir(parents=True, exist_ok=True)
-    written = [agent(fig["agent"], args.out), budget(fig["budget"], args.out), speed(fig["speed"], fig["peers"], args.out)]
+    written = [agent(fig["agent"], args.out), budget(fig["budget"], args.out),
+               speed(fig["speed"], fig["peers"], args.out)]
     print(json.dumps({"plots": [str(p.relative_to(args.out)) for p in written]}))
     return 0
 

@@ -139,3 +139,5 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker("ray")
         if "browser" in names:
             item.add_marker("browser")
+        if item.get_closest_marker("crash") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(900))  # a crash loop starts a process per round

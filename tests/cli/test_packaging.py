@@ -22,6 +22,7 @@ def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env=env, **kw)
 
 
+@pytest.mark.timeout(3600)  # builds a wheel and installs it with its dependencies into a fresh venv
 def test_wheel_in_a_fresh_venv_demo_says_exactly_what_to_install_then_works(tmp_path) -> None:
     dist = tmp_path / "dist"
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)])

@@ -44,6 +44,7 @@ def state(log: ArrowLog) -> dict:
         "events": [(e.offset, e.event_id, e.stream, e.version, e.payload) for e in all_events(log)],
         "streams": sorted(log.streams()),
         "read_stream": [e.offset for e in log.read_stream("s1", 2)],
+        "ids": sorted(zip(*[a.tolist() for a in part.ids.arrays()])),  # (hi, lo, offset, tenant tag)
     }
 
 
@@ -95,7 +96,7 @@ def test_damaged_or_stale_checkpoint_is_refused_with_a_warning(tmp_path) -> None
     good = ckpt.read_bytes()
     body = good.index(b"\n", len(CHECKPOINT_MAGIC) + 65) + 1  # the id map's arrays start here
     in_ids = good[: body + 3] + bytes([good[body + 3] ^ 1]) + good[body + 4 :]  # an id no structural check notices
-    for damaged in (good[:-1] + bytes([good[-1] ^ 1]), good[: len(good) // 2], good.replace(b'"version": 2', b'"version": 1'),
+    for damaged in (good[:-1] + bytes([good[-1] ^ 1]), good[: len(good) // 2], good.replace(b'"version": 3', b'"version": 2'),
                     in_ids):
         ckpt.write_bytes(damaged)
         with pytest.warns(CheckpointWarning), ArrowLog(path, readonly=True) as log:
@@ -109,6 +110,38 @@ def test_damaged_or_stale_checkpoint_is_refused_with_a_warning(tmp_path) -> None
     with pytest.warns(CheckpointWarning, match="segment"), ArrowLog(path, readonly=True) as log:
         after = state(log)
     assert after["head"] == truth["head"] and after["versions"] == truth["versions"]
+
+
+def test_a_format_2_checkpoint_is_refused_with_a_full_scan_then_replaced(tmp_path, monkeypatch) -> None:
+    # format 2 held a keyed hash of (tenant, id) where format 3 holds the id and a tenant tag:
+    # the keys cannot be converted without the ids, so an old file costs one full scan
+    import eidetica.events.arrow_log as arrow_log
+
+    path = tmp_path / "log"
+    with monkeypatch.context() as mp:
+        mp.setattr(arrow_log, "CHECKPOINT_VERSION", 2)
+        evs = grow(path, 0, 20, checkpoint_events=1)  # a well-formed, checksummed file that says format 2
+    truth = full_scan(path)
+    with pytest.warns(CheckpointWarning, match="format 2"), ArrowLog(path, checkpoint_events=1) as log:
+        assert state(log) == truth
+        assert log.event_offset(evs[7].event_id, "s2", evs[7].tenant) == 7
+        assert log.append("s0", evs[0:3]) == (0, 2)  # a retry across the refused checkpoint writes nothing
+    assert checkpointed(path) == truth  # the close wrote a format-3 checkpoint, used without warning
+
+
+def test_the_same_event_id_in_two_tenants_is_two_keys_across_a_checkpoint(tmp_path) -> None:
+    path = tmp_path / "log"
+    a = msg(1)
+    b = type(a)(event_id=a.event_id, type=a.type, payload=a.payload, tenant="other", time=a.time)
+    with ArrowLog(path, checkpoint_events=1) as log:
+        assert log.append("s0", [a]) == (0, 0)
+        assert log.append("t0", [b]) == (1, 1)  # another tenant's same id is a new event
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CheckpointWarning)
+        with ArrowLog(path) as log:
+            assert log.event_offset(a.event_id, "s0", a.tenant) == 0
+            assert log.event_offset(a.event_id, "t0", "other") == 1
+            assert log.append("t0", [b]) == (1, 1) and log.head() == 2
 
 
 def test_redact_writes_a_fresh_checkpoint_for_the_moved_batches(tmp_path) -> None:

@@ -852,6 +852,7 @@ def test_restart_gives_identical_results(mem) -> None:
     m2.close()
 
 
+@pytest.mark.timeout(900)  # runs the printed `eidetica reembed` command (up to 600 s) in a subprocess
 def test_opening_with_another_embedder_is_refused_with_a_command_that_runs_as_printed(tmp_path) -> None:
     import shlex
     from pathlib import Path

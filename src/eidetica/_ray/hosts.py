@@ -57,6 +57,10 @@ class ActorHost:
         """The process id (for fault-injection tests)."""
         return os.getpid()
 
+    def node(self) -> str:
+        """The Ray node this actor runs on (whose embedder replica embeds its writes)."""
+        return ray.get_runtime_context().get_node_id()
+
 
 class RemoteActor:
     """A local stand-in for a hosted actor: methods become remote calls, attributes remote reads.

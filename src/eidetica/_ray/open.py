@@ -14,9 +14,9 @@ import ray
 from ..actors import MemoryConfig
 from ..providers import LLM, Embedder, OfflineLLM
 from .calls import ACTOR_OPTIONS, Written, _get, store_key
-from .embedder import EmbedderActor, RemoteEmbedder
+from .embedder import EmbedderActor, EmbedderReplicas, RemoteEmbedder
 from .log import LogActor, RemoteLog
-from .replicas import ReplicatedViews, _node_replicas, _start_replicas
+from .replicas import ReplicatedViews, _least_used, _node_replicas, _start_replicas
 from .runtime import RayRuntime
 from .views import RemoteViews, ViewsActor
 
@@ -57,6 +57,7 @@ def open_ray(
     replica_timeout: float = 30.0,
     replica_start: str = "copy",
     replica_follow: float = 0.2,
+    embedder_replicas: int | str | None = None,
 ) -> FleetParts:
     """Start (or join) a store's actors on a Ray cluster (``address="auto"`` joins a running one).
 
@@ -66,7 +67,10 @@ def open_ray(
     ``"copy"`` of another replica's checkpointed views (the default: measured faster) or a full
     ``"replay"`` of the log. ``replica_follow``: a replica applies the log's tail on its own at
     most every so many seconds (how stale a read that passes no offset may be; 0: only when a
-    read's floor is ahead), set by whoever starts it.
+    read's floor is ahead), set by whoever starts it. ``embedder_replicas``: N copies of the model
+    for writes, placed over the nodes like view replicas (or ``"node"``: one per node that writes,
+    created by its first write there); a write is embedded by its node's replica, else by the one
+    with the fewest calls in flight.
     """
     if replica_start not in ("copy", "replay"):
         from ..errors import InvalidInput
@@ -78,6 +82,13 @@ def open_ray(
         from ..errors import InvalidInput
 
         raise InvalidInput("views_replicas", "must be an int >= 1 or 'node' (one per node)", views_replicas)
+    if embedder_replicas is not None and embedder_replicas != "node" and (
+        isinstance(embedder_replicas, bool) or not isinstance(embedder_replicas, int) or embedder_replicas < 1
+    ):
+        from ..errors import InvalidInput
+
+        raise InvalidInput("embedder_replicas", "must be an int >= 1 or 'node' (one per node that writes)",
+                           embedder_replicas)
     if isinstance(replica_timeout, bool) or not isinstance(replica_timeout, (int, float)) or replica_timeout < 0:
         from ..errors import InvalidInput
 
@@ -109,8 +120,33 @@ def open_ray(
         views = RemoteViews(views_h, emb_h)
     config = config or MemoryConfig()
     llm = llm or OfflineLLM()
-    runtime = RayRuntime(key, log_h, emb_h, llm, config, idle_seconds, clock, written, str(root / "snapshots" / "actors"))
-    return FleetParts(root, RemoteLog(log_h, written), RemoteEmbedder(emb_h), llm, config, runtime, views)
+    # the writers' embedder: the store's one, or replicas the writers pick from by node
+    writes: Any = emb_h if embedder_replicas is None else start_embedders(key, embedder_replicas, embedder)
+    runtime = RayRuntime(key, log_h, writes, llm, config, idle_seconds, clock, written, str(root / "snapshots" / "actors"))
+    return FleetParts(root, RemoteLog(log_h, written), RemoteEmbedder(writes), llm, config, runtime, views)
+
+
+def start_embedders(key: str, count: int | str, model: Embedder | None) -> EmbedderReplicas:
+    """``embedder_replicas=N``: replica 0 is the store's embedder, replica i is pinned when first created
+    to an alive node holding the fewest so far (as view replicas are); ``"node"``: created by writers."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    if count == "node":
+        return EmbedderReplicas(key, "node", [], model)
+    nodes = sorted(n["NodeID"] for n in ray.nodes() if n.get("Alive"))
+    names: list[str] = []
+    placed: list[str] = []
+    for i in range(int(count)):
+        name = f"eidetica:{key}:embedder" if i == 0 else f"eidetica:{key}:embedder:{i}"
+        if i == 0:  # the store's embedder: may predate the replicas, placed by Ray anywhere
+            h = EmbedderActor.options(name=name, get_if_exists=True, **ACTOR_OPTIONS).remote(model)
+        else:
+            strategy = NodeAffinitySchedulingStrategy(_least_used(nodes, placed, i), soft=False) if nodes else "SPREAD"
+            h = EmbedderActor.options(name=name, get_if_exists=True, scheduling_strategy=strategy, lifetime="detached",
+                                      **ACTOR_OPTIONS).remote(model, name.split(":", 2)[2])
+        placed.append(_get(h.status.remote())["node"])
+        names.append(name)
+    return EmbedderReplicas(key, int(count), names, model)
 
 
 def shutdown_store(path: str | os.PathLike[str]) -> None:

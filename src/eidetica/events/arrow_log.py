@@ -56,7 +56,7 @@ _ROWS_KEY = b"eidetica.rows"
 _MAX_RESYNC_PROBES = 4096
 CHECKPOINT_NAME = "recovery.ckpt"
 CHECKPOINT_MAGIC = b"EIDETICA-LOG-CHECKPOINT\n"
-CHECKPOINT_VERSION = 2  # 2: the id map holds id_key(tenant, id), not the raw id (a format-1 file is refused: one full scan)
+CHECKPOINT_VERSION = 3  # 2: a keyed hash of (tenant, id); 3: the raw id and a tenant tag (older files are refused: one full scan)
 
 
 class CheckpointWarning(UserWarning):
@@ -470,7 +470,7 @@ class ArrowLog(BatchLog):
         head = int(header["next_offset"])
         if len(firsts) and int(firsts[-1] + counts[-1]) != head:
             raise ValueError("checkpoint batch table does not end at its head")
-        ids = _IdIndex(arrays["id_hi"], arrays["id_lo"], arrays["id_offset"])
+        ids = _IdIndex(arrays["id_hi"], arrays["id_lo"], arrays["id_offset"], arrays["id_tenant"])
         if len(ids) != head:
             raise ValueError("checkpoint id map does not hold one id per event")
         streams = header["streams"]
@@ -544,12 +544,12 @@ class ArrowLog(BatchLog):
         end.append(np.fromiter((e.locator.end for e in tail), np.int64, len(tail)))
         firsts = np.concatenate([part.batches.frozen_first, np.fromiter((e.first for e in tail), np.int64, len(tail))])
         counts = np.concatenate([part.batches.frozen_count, np.fromiter((e.count for e in tail), np.int64, len(tail))])
-        hi, lo, off = part.ids.arrays()  # merged into new arrays: later merges never touch these
+        hi, lo, off, tag = part.ids.arrays()  # merged into new arrays: later merges never touch these
         streams = list(part.stream_offsets)
         counts_s = np.fromiter((len(part.stream_offsets[st]) for st in streams), np.int64, len(streams))
         offs = np.frombuffer(b"".join(part.stream_offsets[st].tobytes() for st in streams), np.int64)
         vers = np.fromiter((part.versions[st] for st in streams), np.int64, len(streams))
-        return head, paths, seg, start, end, firsts, counts, (hi, lo, off), streams, counts_s, offs, vers
+        return head, paths, seg, start, end, firsts, counts, (hi, lo, off, tag), streams, counts_s, offs, vers
 
     def _write_checkpoint_file(self, partition: int, head: int, paths: list[str], seg: list[np.ndarray],
                                start: list[np.ndarray], end: list[np.ndarray],
@@ -563,8 +563,8 @@ class ArrowLog(BatchLog):
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        hi, lo, off = ids
-        arrays = {"id_hi": hi, "id_lo": lo, "id_offset": off, "stream_count": counts_s, "stream_offsets": offs,
+        hi, lo, off, tag = ids
+        arrays = {"id_hi": hi, "id_lo": lo, "id_offset": off, "id_tenant": tag, "stream_count": counts_s, "stream_offsets": offs,
                   "stream_version": vers, "batch_first": firsts, "batch_count": counts, "batch_seg": seg_a,
                   "batch_start": start_a, "batch_end": end_a}
         header = {"version": CHECKPOINT_VERSION, "partition": partition, "partitions": self.partitions,

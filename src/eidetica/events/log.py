@@ -36,6 +36,7 @@ from .envelope import (
     batch_from_runs,
     events_from_batch,
     id_key,
+    tenant_tag,
     utcnow,
     validate_append,
 )
@@ -188,9 +189,9 @@ _MASK64 = (1 << 64) - 1
 
 
 class _IdIndex:
-    """Event id key (``id_key``: tenant + caller id) -> offset for idempotent appends, in 24 bytes an id.
+    """Event id key (``id_key``: tenant tag + caller id) -> offset for idempotent appends, in 32 bytes an id.
 
-    Ids live in sorted numpy arrays (high and low 64 bits of the uuid, offset), searched by
+    Ids live in sorted numpy arrays (high and low 64 bits of the id, tenant tag, offset), searched by
     bisection; new ids go to a dict first and are merged in once it grows, so the map costs
     a few dozen bytes per event instead of a dict entry (about 150) and loads from a log
     checkpoint as three arrays. Offers the ``get`` / ``keys().isdisjoint`` / ``update``
@@ -201,10 +202,11 @@ class _IdIndex:
     __slots__ = ("cols", "recent")
     MERGE_AT = 1 << 16
 
-    def __init__(self, hi: np.ndarray | None = None, lo: np.ndarray | None = None, off: np.ndarray | None = None) -> None:
-        if hi is None or lo is None or off is None:
-            hi, lo, off = np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64)
-        self.cols = (hi, lo, off)  # sorted by hi
+    def __init__(self, hi: np.ndarray | None = None, lo: np.ndarray | None = None, off: np.ndarray | None = None,
+                 tag: np.ndarray | None = None) -> None:
+        if hi is None or lo is None or off is None or tag is None:
+            hi, lo, off, tag = np.empty(0, np.uint64), np.empty(0, np.uint64), np.empty(0, np.int64), np.empty(0, np.uint64)
+        self.cols = (hi, lo, off, tag)  # sorted by hi (the same id in two tenants: equal hi, other tag)
         self.recent: dict[int, int] = {}
 
     def __len__(self) -> int:
@@ -215,15 +217,15 @@ class _IdIndex:
         o = self.recent.get(key)
         if o is not None:
             return o
-        hi, lo, off = self.cols
+        hi, lo, off, tag = self.cols
         n = len(hi)
         if n:
-            h = np.uint64(key >> 64)
+            h = np.uint64((key >> 64) & _MASK64)
             i = int(np.searchsorted(hi, h))
             if i < n and hi[i] == h:
-                low = np.uint64(key & _MASK64)
-                while i < n and hi[i] == h:  # equal high halves: practically never more than one
-                    if lo[i] == low:
+                low, t = np.uint64(key & _MASK64), np.uint64(key >> 128)
+                while i < n and hi[i] == h:  # equal high halves: one id in several tenants, else practically never
+                    if lo[i] == low and tag[i] == t:
                         return int(off[i])
                     i += 1
         return default
@@ -254,18 +256,20 @@ class _IdIndex:
         if not rec:
             return
         n = len(rec)
-        hi = np.fromiter((k >> 64 for k in rec), np.uint64, n)
+        hi = np.fromiter(((k >> 64) & _MASK64 for k in rec), np.uint64, n)
         lo = np.fromiter((k & _MASK64 for k in rec), np.uint64, n)
+        tag = np.fromiter((k >> 128 for k in rec), np.uint64, n)
         off = np.fromiter(rec.values(), np.int64, n)
         order = np.argsort(hi, kind="stable")
-        hi, lo, off = hi[order], lo[order], off[order]
-        old_hi, old_lo, old_off = self.cols
+        hi, lo, off, tag = hi[order], lo[order], off[order], tag[order]
+        old_hi, old_lo, old_off, old_tag = self.cols
         at = np.searchsorted(old_hi, hi)
-        self.cols = (np.insert(old_hi, at, hi), np.insert(old_lo, at, lo), np.insert(old_off, at, off))
+        self.cols = (np.insert(old_hi, at, hi), np.insert(old_lo, at, lo), np.insert(old_off, at, off),
+                     np.insert(old_tag, at, tag))
         self.recent = {}
 
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(hi, lo, offset) of every id, sorted by hi (merges first)."""
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(hi, lo, offset, tenant tag) of every id, sorted by hi (merges first)."""
         self.merge()
         return self.cols
 
@@ -379,7 +383,9 @@ class _Partition:
     def record_batch(self, batch: pa.RecordBatch, locator: Any) -> None:
         """Fold a batch read back from storage (recovery)."""
         offsets = batch.column(0).to_pylist()
-        ids = [id_key(t, b) for t, b in zip(batch.column(6).to_pylist(), batch.column(1).to_pylist())]
+        tenants = batch.column(6).to_pylist()
+        tags = {t: tenant_tag(t) for t in set(tenants)}
+        ids = [tags[t] | int.from_bytes(b, "big") for t, b in zip(tenants, batch.column(1).to_pylist())]
         streams = batch.column(2).to_pylist()
         versions = batch.column(3).to_pylist()
         runs: list[Run] = []
