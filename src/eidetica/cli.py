@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 import time
@@ -274,6 +275,9 @@ def import_(file: Path, path: Path = PATH, tenant: str = TENANT, model: Optional
         n = m.import_(file)
     console.print(f"imported {escape(str(file))} into tenant {tenant!r}: {n['written']} events written, "
                   f"{n['skipped']} skipped (already in the store)")
+    if n["conflicts"]:  # ids the tenant holds for other events: skipped, named so they can be looked at
+        console.print(f"{len(n['conflicts'])} skipped because their id already names another event: "
+                      + ", ".join(n["conflicts"][:20]) + (" ..." if len(n["conflicts"]) > 20 else ""))
 
 
 @app.command()
@@ -351,6 +355,30 @@ def _open_fleet(path: Path, tenant: str, model: str | None, address: str) -> Any
     join_cluster(address)  # before replica_layout: it lists the cluster's named actors
     return memory.open(path, tenant=tenant, embedder=make_embedder(model), runtime="ray",
                        views_replicas=replica_layout(path))
+
+
+@app.command()
+def usage(
+    as_json: bool = typer.Option(False, "--json"), user: Optional[str] = typer.Option(None, "--user"),
+    since: Optional[dt.datetime] = typer.Option(None, "--since", help="from this UTC time on"),
+    until: Optional[dt.datetime] = typer.Option(None, "--until", help="before this UTC time"),
+    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
+) -> None:
+    """What the LLM cost: calls and tokens of the tenant's ledger, by model, purpose, user and day."""
+    utc = [None if t is None else t.replace(tzinfo=t.tzinfo or dt.timezone.utc) for t in (since, until)]
+    with _open(path, tenant, model, read_only=read_only) as m:
+        u = m.usage(user=user, since=utc[0], until=utc[1])
+    if as_json:
+        console.print_json(json.dumps(u))
+        return
+    table = Table(title=f"LLM usage of tenant {tenant!r}: {u['calls']:,} calls, {u['input_tokens']:,} input and "
+                        f"{u['output_tokens']:,} output tokens, {u['fallbacks']:,} offline fallbacks")
+    for col in ("day", "user", "model", "purpose", "calls", "input tokens", "output tokens", "fallbacks"):
+        table.add_column(col, justify="right" if " " in col or col in ("calls", "fallbacks") else "left")
+    for r in u["by"]:
+        table.add_row(r["day"], r["user"], r["model"], r["purpose"], f"{r['calls']:,}", f"{r['input_tokens']:,}",
+                      f"{r['output_tokens']:,}", f"{r['fallbacks']:,}")
+    console.print(table)
 
 
 @app.command()

@@ -31,6 +31,7 @@ from ._store.searching import check_k, holds, search_hits, shown, to_hit
 from ._store.session_handle import SessionHandle
 from ._store.transfer import export_events, import_events, tenant_events
 from .projections._relative import check_now
+from .actors import _usage
 from .actors._text import check_id, check_metadata, check_text, sanitize_category
 from .errors import InvalidInput, ProviderError, ReplicaBehind
 from .events import ArrowLog, EventLog, RecordedEvent
@@ -671,6 +672,21 @@ class Memory:
             totals["extracted"] = self._resume_extraction(self.tenant)
         return totals
 
+    def usage(self, user: str | None = None, since: dt.datetime | None = None,
+              until: dt.datetime | None = None) -> dict[str, Any]:
+        """What the LLM cost this tenant: calls and tokens recorded in the ledger (``LlmCalled``), by model, purpose, user, day.
+
+        ``since`` inclusive, ``until`` exclusive (aware datetimes); ``fallbacks``: extractions past
+        ``llm_tokens_per_day`` that ran the offline extractor instead (no call, no tokens).
+        """
+        if user is not None:
+            check_id("user", user)
+        for name, v in (("since", since), ("until", until)):
+            if v is not None and (not isinstance(v, dt.datetime) or v.tzinfo is None):
+                raise InvalidInput(name, "must be a timezone-aware datetime", v)
+        self._drain_items()
+        return _usage.usage(self.log, self.tenant, user, since, until)
+
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: events, streams, log bytes, index rows, projection lag."""
         self._sync()
@@ -722,8 +738,8 @@ class Memory:
         self._drain_items()
         return export_events(self.log, self.tenant, path)
 
-    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
-        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written", "skipped", "conflicts": [ids]}``."""
         n = import_events(self.log, self.tenant, path, lambda stream, evs: append_through_owner(self.runtime, stream, evs))
         self.items._recovered = False  # imported puts may still want their vectors (written behind)
         if isinstance(self.runtime, LocalRuntime):

@@ -106,6 +106,16 @@ def test_export_import_round_trip(tmp_path, store) -> None:
         assert f"{n} events written, 0 skipped" in out.stdout.replace("\n", "")
         again = run("import", str(dump), store=fresh)  # a second time: nothing written, and it says so
         assert "0 events written, " + f"{n} skipped (already in the store)" in again.stdout.replace("\n", "")
+        assert "already names another event" not in again.stdout
+        if fmt == "jsonl":  # #43: one event changed under its id is skipped and named, the rest written
+            rows = [json.loads(line) for line in dump.read_text().splitlines()]
+            fact = next(r for r in rows if r["type"] == "FactAsserted")
+            fact["event"]["content"] = "Ada lives in Paris"
+            (tmp_path / "changed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            out = run("import", str(tmp_path / "changed.jsonl"), store=fresh)
+            assert out.returncode == 0, out.stderr
+            text = out.stdout.replace("\n", "")
+            assert "1 skipped because their id already names another event" in text and fact["event_id"] in text
         a = json.loads(run("recall", "where does Ada live", "--user", "ada", "--json", store=store).stdout)
         b = json.loads(run("recall", "where does Ada live", "--user", "ada", "--json", store=fresh).stdout)
         assert [(h["id"], h["text"], h["score"]) for h in a] == [(h["id"], h["text"], h["score"]) for h in b]

@@ -69,9 +69,13 @@ def test_context_brings_the_relevant_memory(mem) -> None:
     # a question about the topic: "what should I cook tonight" scores the diet fact 0.14 with MiniLM,
     # no higher than "what is the capital of Peru" (0.135), so calibrated scores cannot tell that
     # inference from an unrelated question; context() keeps facts that are about the question
+    # inference from an unrelated question; context() puts the facts about the question first: remembered
+    # facts are profile (#43), the most relevant first, and a small budget keeps the first
     block = mem.context("What food does Ada like?", user="ada", max_facts=1)
     assert block.startswith("## Relevant Memory")
-    assert "vegetarian" in block and "Radiohead" not in block
+    assert block.index("vegetarian") < block.index("Radiohead")
+    small = mem.context("What food does Ada like?", user="ada", max_facts=1, max_tokens=60)
+    assert "vegetarian" in small and "Radiohead" not in small
 
 
 def test_search_finds_the_conversation_that_answers(mem) -> None:

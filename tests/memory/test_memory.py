@@ -9,6 +9,7 @@ import sys
 import threading
 import textwrap
 import time
+import uuid
 
 import numpy as np
 import pytest
@@ -166,20 +167,20 @@ def test_import_rekeys_into_the_importing_tenant_and_counts_written_and_skipped(
         fid = m.remember("Ada lives in Lisbon", user="ada")
         dump = tmp_path / "acme.jsonl"
         n = m.export(dump)
-        assert m.import_(dump) == {"written": 0, "skipped": n}  # its own export: all there already
+        assert m.import_(dump) == {"written": 0, "skipped": n, "conflicts": []}  # its own export: all there already
         b = m.for_tenant("globex")
         head = m.log.head()
-        assert b.import_(dump) == {"written": n, "skipped": 0}  # another tenant's export: globex's own events now
+        assert b.import_(dump) == {"written": n, "skipped": 0, "conflicts": []}  # another tenant's export: globex's own
         assert m.log.head() == head + n
         facts = sorted(h.id for h in m.list_memories(user="ada"))
         assert fid in facts and sorted(h.id for h in b.list_memories(user="ada")) == facts
         assert [x.content for x in b.session("s1", user="ada").history()] == ["I moved to Lisbon last spring"]
-        assert b.import_(dump) == {"written": 0, "skipped": n}  # twice: nothing more, and it says so
+        assert b.import_(dump) == {"written": 0, "skipped": n, "conflicts": []}  # twice: nothing more, and it says so
         assert m.log.head() == head + n
         # acme's data is its own still: globex forgetting the fact leaves acme's
         b.forget(fid, user="ada")
         assert sorted(h.id for h in m.list_memories(user="ada")) == facts
-        # an export whose id already names another event of the tenant is refused before anything is written
+        # an export whose id already names another event of the tenant: that event is skipped and named, the rest written
         rows = [json.loads(line) for line in dump.read_text().splitlines()]
         msg = next(r for r in rows if r["type"] == "MessageAppended")
         msg["event"]["content"] = "I moved to Porto"
@@ -189,9 +190,35 @@ def test_import_rekeys_into_the_importing_tenant_and_counts_written_and_skipped(
         c = m.for_tenant("initech")
         c.import_(dump)
         head = m.log.head()
-        with pytest.raises(EventIdConflict) as e:
-            c.import_(bad)
-        assert e.value.event_id == msg["event_id"] and m.log.head() == head
+        assert c.import_(bad) == {"written": 1, "skipped": n, "conflicts": [msg["event_id"]]}
+        assert m.log.head() == head + 1
+        assert [x.content for x in c.session("s1", user="ada").history()] == ["I moved to Lisbon last spring"]
+
+
+def test_import_writes_everything_but_the_events_whose_ids_the_tenant_holds_for_others(tmp_path, clock) -> None:
+    """#43: tenant B holds an id that A's export uses for another event: only that event is skipped."""
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64), clock=clock) as m:
+        a, b = m.for_tenant("acme"), m.for_tenant("globex")
+        a.session("s1", user="ada").append("user", "I moved to Lisbon last spring")
+        a.remember("Ada lives in Lisbon", user="ada")
+        a.session("s2", user="bob").append("user", "Bob plays the cello")
+        dump = tmp_path / "acme.jsonl"
+        n = a.export(dump)
+        rows = [json.loads(line) for line in dump.read_text().splitlines()]
+        clash = next(r for r in rows if r["type"] == "MessageAppended" and r["event"]["content"].startswith("Bob"))
+        b.session("s9", user="bob").append("user", "Bob plays the drums", event_id=uuid.UUID(clash["event_id"]))
+        out = b.import_(dump)
+        # the message's vector event derives its id from the message's: it names globex's vector, so it clashes too
+        types = {r["event_id"]: r["type"] for r in rows}
+        assert clash["event_id"] in out["conflicts"] and len(out["conflicts"]) == 2
+        assert sorted(types[c] for c in out["conflicts"]) == ["ChunksEmbedded", "MessageAppended"]
+        assert out["written"] == n - 2 and out["skipped"] == 2
+        assert [x.content for x in b.session("s1", user="ada").history()] == ["I moved to Lisbon last spring"]
+        assert [x.content for x in b.session("s9", user="bob").history()] == ["Bob plays the drums"]
+        assert b.session("s2", user="bob").history() == []  # its one message was the conflicting event
+        assert [f.text for f in b.list_memories(user="ada")] == ["Ada lives in Lisbon"]
+        again = b.import_(dump)  # repeated: nothing written, the same conflicts named
+        assert again["written"] == 0 and again["skipped"] == n and sorted(again["conflicts"]) == sorted(out["conflicts"])
 
 
 def test_search_and_read_options_out_of_range_are_refused_naming_them(mem) -> None:
@@ -703,17 +730,26 @@ def test_context_block(mem) -> None:
     mem.session("c1", user="ada").append("user", "I adopted a greyhound called Biscuit last spring")
     block = mem.context("what should Ada eat", user="ada")
     assert block.startswith("## Relevant Memory")
-    # the standing health fact is profile, shown for any question; the food fact answers this one
-    assert "### Profile\n- I am allergic to shellfish (health)" in block
-    assert "### Facts\n- Ada is vegetarian (food)" in block
+    # #43: facts stored with remember are profile whatever their category, the most relevant first
+    assert "### Profile\n- Ada is vegetarian (food)\n- I am allergic to shellfish (health)" in block
+    assert "### Facts" not in block  # what the profile shows is not repeated
     dog = mem.context("what breed is the dog Biscuit", user="ada")
     assert "### From past conversations\n- [" in dog and ", c1] user: I adopted a greyhound" in dog
     # a question about someone never discussed: the profile alone
+    dinner = mem.context("plan Ada's dinner", user="ada")  # the README's example: both facts
+    assert "Ada is vegetarian (food)" in dinner.split("###")[1] and "allergic to shellfish" in dinner.split("###")[1]
     other = mem.context("What did Caroline research for her thesis?", user="ada")
     assert "### Profile" in other and "### Facts" not in other and "past conversations" not in other
     data = mem.context("what breed is the dog Biscuit", user="ada", as_data=True)
     assert data["conversations"][0]["session_id"] == "c1" and "greyhound" in data["conversations"][0]["text"]
-    assert [p["text"] for p in data["profile"]] == ["I am allergic to shellfish"] and data["tokens"] > 0
+    assert sorted(p["text"] for p in data["profile"]) == ["Ada is vegetarian", "I am allergic to shellfish"]
+    assert data["tokens"] > 0
+    # the profile keeps to its share of the budget: with room for one line, the most relevant one
+    from eidetica._store.context import PROFILE_SHARE
+    from eidetica.providers import count_tokens
+    need = count_tokens("### Profile") + 1 + count_tokens("- Ada is vegetarian (food)")
+    one = mem.context("what should Ada eat", user="ada", max_tokens=int(need / PROFILE_SHARE) + 2, as_data=True)
+    assert [p["text"] for p in one["profile"]] == ["Ada is vegetarian"]
     small = mem.context("what should Ada eat", user="ada", max_tokens=12)
     assert len(small) < len(block)
     with pytest.raises(InvalidInput):
@@ -1022,7 +1058,7 @@ def test_export_writes_the_format_its_name_asks_and_import_reads_it_back(mem, tm
         assert pq.read_table(path).num_rows == n  # Parquet, not JSONL under that name
     else:
         assert len(path.read_text().splitlines()) == n
-    assert mem.import_(path) == {"written": 0, "skipped": n}  # idempotent by event id: nothing is doubled
+    assert mem.import_(path) == {"written": 0, "skipped": n, "conflicts": []}  # idempotent by event id: nothing is doubled
     assert [m.content for m in mem.session("s", user="ada").history()] == ["I keep bees on the roof"]
 
 

@@ -55,7 +55,7 @@ MUST_EXTRACT = [
     ("My name is Sam", ["My name is Sam."], "identity"),
     ("Call me Sam.", ["Call me Sam."], "identity"),
     ("I'm 34 years old", ["I'm 34 years old."], "personal"),
-    ("im vegan", ["I'm vegan."], "preference"),
+    ("im vegan", ["I'm vegan."], "diet"),
     ("I'm from Lyon", ["I'm from Lyon."], "location"),
     ("I'm originally from Lyon but I live in Oslo", ["I'm originally from Lyon.", "I live in Oslo."], "location"),
     ("My favourite colour is blue.", ["My favourite colour is blue."], "preference"),
@@ -75,7 +75,7 @@ MUST_EXTRACT = [
     ("I have diabetes", ["I have diabetes."], "health"),
     ("I'm married", ["I'm married."], "relationship"),
     ("I speak French and German", ["I speak French and German."], "identity"),
-    ("I don't eat pork", ["I don't eat pork."], "preference"),
+    ("I don't eat pork", ["I don't eat pork."], "diet"),  # #43: what one eats or avoids is diet (profile)
     ("I usually wake up at 6", ["I usually wake up at 6."], "preference"),
     ("I moved to Berlin last year", ["I moved to Berlin last year."], "location"),
     ("I was born in 1990", ["I was born in 1990."], "personal"),

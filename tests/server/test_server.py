@@ -543,14 +543,33 @@ def test_import_writes_into_the_key_tenant_and_counts_written_and_skipped(server
                                                       "Content-Type": "application/x-ndjson"}, timeout=60)
     body = (tmp_path / "a.jsonl").read_bytes()
     r = http.post("/v1/import", content=body)
-    assert (r.status_code, r.json()) == (200, {"written": n, "skipped": 0}), r.text
+    assert (r.status_code, r.json()) == (200, {"written": n, "skipped": 0, "conflicts": []}), r.text
     r = http.post("/v1/import", content=body)
-    assert (r.status_code, r.json()) == (200, {"written": 0, "skipped": n}), r.text
+    assert (r.status_code, r.json()) == (200, {"written": 0, "skipped": n, "conflicts": []}), r.text
     b = eidetica.connect(server.url, api_key=key_b)
     assert fid in [h.id for h in b.list_memories(user="u")]
     assert [x.content for x in b.session("s", user="u").history()] == ["the boiler is serviced every October"]
-    assert b.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n}
-    assert a.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n}
+    assert b.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n, "conflicts": []}
+    assert a.import_(tmp_path / "a.jsonl") == {"written": 0, "skipped": n, "conflicts": []}
+    # #43: a third tenant holds the id of a's message for another message: that one is skipped and named, over
+    # HTTP and connect(), and everything else is written
+    rows = [json.loads(line) for line in body.decode().splitlines()]
+    msg = next(r for r in rows if r["type"] == "MessageAppended")
+    for face in ("http", "connect"):
+        c = eidetica.connect(server.url, api_key=ks.create(f"cl-{uuid.uuid4().hex[:8]}")[1])
+        c.session("other", user="u").append("user", "the boiler is new", event_id=uuid.UUID(msg["event_id"]))
+        if face == "http":
+            r = httpx.post(f"{server.url}/v1/import", content=body, timeout=60,
+                           headers={"Authorization": f"Bearer {c.api_key}", "Content-Type": "application/x-ndjson"})
+            assert r.status_code == 200, r.text
+            out = r.json()
+        else:
+            out = c.import_(tmp_path / "a.jsonl")
+        assert msg["event_id"] in out["conflicts"] and out["written"] + out["skipped"] == n, out
+        assert out["written"] == n - len(out["conflicts"])
+        assert fid in [h.id for h in c.list_memories(user="u")]
+        assert [x.content for x in c.session("other", user="u").history()] == ["the boiler is new"]
+        c.close()
     for m in (a, b):
         m.close()
     http.close()

@@ -16,6 +16,12 @@ from eidetica.providers import HashEmbedder
 
 store, port, clock_file = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 options = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
+if "openai_base_url" in options:  # an LLM at a scripted OpenAI-compatible server (tests/support/openai_server.py)
+    from eidetica.providers import OpenAILLM
+
+    options["llm"] = OpenAILLM("gpt-test", base_url=options.pop("openai_base_url"), max_retries=0)
+if "config" in options:
+    options["config"] = eidetica.MemoryConfig(**options["config"])
 
 
 def clock() -> dt.datetime:

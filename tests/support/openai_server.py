@@ -94,6 +94,8 @@ class FakeOpenAI:
         self._ids = itertools.count(1)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        # the server's own count of the chat completions it answered and the usage it reported (the ledger's check)
+        self.chat_usage: dict[str, int] = {"calls": 0, "input_tokens": 0, "output_tokens": 0}
 
     # --- lifecycle ------------------------------------------------------------------------------
     def start(self) -> FakeOpenAI:
@@ -227,6 +229,10 @@ class FakeOpenAI:
             content = self._default_reply(messages)
         prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in messages)
         completion_tokens = count_tokens(content)
+        with self._lock:
+            self.chat_usage["calls"] += 1
+            self.chat_usage["input_tokens"] += prompt_tokens
+            self.chat_usage["output_tokens"] += completion_tokens
         return 200, {
             "id": f"chatcmpl-fake-{next(self._ids)}",
             "object": "chat.completion",

@@ -441,6 +441,11 @@ class RemoteMemory:
         """Decay and prune facts of every user, and retry pending extractions."""
         return self._call("POST", "/v1/sweep", json={"now": now})
 
+    def usage(self, user: str | None = None, since: dt.datetime | None = None,
+              until: dt.datetime | None = None) -> dict[str, Any]:
+        """What the LLM cost this tenant (the served store's ledger), by model, purpose, user and day."""
+        return self._call("GET", "/v1/usage", params={"user": user, "since": since, "until": until})
+
     def stats(self) -> dict[str, Any]:
         """Counts and sizes of the served store, seen from this tenant."""
         return self._call("GET", "/v1/stats")
@@ -460,14 +465,14 @@ class RemoteMemory:
         except httpx.TransportError as e:
             raise _unavailable(self.url, "GET /v1/export", e) from None
 
-    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
-        """Append events exported by ``export`` into this tenant; returns ``{"written": n, "skipped": m}`` (already there)."""
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, Any]:
+        """Append events exported by ``export`` into this tenant; returns ``{"written", "skipped", "conflicts": [ids]}``."""
         source = Path(path)
         if not source.exists():
             raise InvalidInput("path", f"{source} does not exist")
         kind = "application/vnd.apache.parquet" if source.suffix == ".parquet" else "application/x-ndjson"
         out = self._call("POST", "/v1/import", content=source.read_bytes(), headers={"Content-Type": kind})
-        return {"written": out["written"], "skipped": out["skipped"]}
+        return {"written": out["written"], "skipped": out["skipped"], "conflicts": list(out.get("conflicts", []))}
 
     def compact(self) -> dict[str, int]:
         """Erase forgotten content from the served store's disk (redacted log, fresh indices); returns the report."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -69,6 +69,7 @@ class Metrics:
         }
         self.lag = Gauge("eidetica_projection_lag_events", "Committed events a projection has not applied yet",
                          ["projection"], registry=r)
+        r.register(_LedgerCollector())
         self.extraction_failures = Gauge("eidetica_extraction_failures",
                                          "Extractions that failed (a provider error) since the store opened", registry=r)
 
@@ -102,6 +103,31 @@ class Metrics:
             self.lag.labels(projection=str(name)).set(float(behind))
         self.extraction_failures.set(getattr(memory, "extraction_failures", 0))
         return generate_latest(self.registry)
+
+
+class _LedgerCollector:
+    """``eidetica_llm_tokens_total`` and ``eidetica_llm_calls_total``: this process's LLM calls (``providers._ledger``)."""
+
+    def describe(self) -> list[Any]:
+        """No samples at registration (read at each scrape)."""
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        """The ledger's running counts, by model and purpose (and direction, or outcome)."""
+        from prometheus_client.core import CounterMetricFamily
+
+        from ..providers import _ledger
+
+        tokens = CounterMetricFamily("eidetica_llm_tokens", "LLM tokens by model, purpose and direction (input|output)",
+                                     labels=["model", "purpose", "direction"])
+        calls = CounterMetricFamily("eidetica_llm_calls", "LLM calls by model, purpose and outcome",
+                                    labels=["model", "purpose", "outcome"])
+        for key, n in sorted(_ledger.TOKENS.items()):
+            tokens.add_metric(list(key), float(n))
+        for key, n in sorted(_ledger.CALLS.items()):
+            calls.add_metric(list(key), float(n))
+        yield tokens
+        yield calls
 
 
 _METRICS: Metrics | None = None

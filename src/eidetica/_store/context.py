@@ -5,8 +5,9 @@ defaults and abstention) plus the user's standing facts; ``build`` returns it as
 ``render`` as the ``## Relevant Memory`` markdown block (format in the README):
 
 - ``### Profile``: the user's current facts of standing kinds (health and diet, home, work,
-  family, identity, preferences), strongest first, at most ``PROFILE_SHARE`` of the budget,
-  shown for any question;
+  family, identity, preferences) and those stored with ``remember`` (whatever their category),
+  the most relevant to the question first, at most ``PROFILE_SHARE`` of the budget, shown for
+  any question;
 - ``### Facts`` / ``### Notes``: current facts and notes relevant to the question;
 - ``### From past conversations``: the best-ranked messages with date, speaker and session,
   adjacent turns of one session merged into one line; a summary where it ranks above every
@@ -30,7 +31,8 @@ __all__ = ["CONTEXT_TOKENS", "PROFILE_CATEGORIES", "PROFILE_SHARE", "build", "re
 
 CONTEXT_TOKENS = 800  # the default budget (BENCHMARKS.md: evidence delivered per budget)
 PROFILE_SHARE = 0.25  # of the budget, at most, for the profile
-PROFILE_CATEGORIES = frozenset({"health", "location", "work", "relationship", "identity", "preference", "preferences", "general"})
+PROFILE_CATEGORIES = frozenset({"health", "diet", "location", "work", "relationship", "identity", "preference", "preferences",
+                                "general"})
 CANDIDATES = 40  # hits asked of the one search: more than a budget of <= 1,000 tokens holds
 HEADING = "## Relevant Memory"
 TITLES = {"profile": "### Profile", "facts": "### Facts", "notes": "### Notes",
@@ -139,12 +141,14 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int,
           now: dt.datetime | None = None) -> dict[str, Any]:
     """The block's content as data (``m``: the ``Memory`` asking): ``profile``, ``facts``, ``notes``, ``conversations`` (lists of
     dicts, best first, already cut to ``max_tokens``) and ``tokens`` (the rendered block's count)."""
-    profile_facts = sorted(
-        (f for f in m.state.facts(m.tenant, user) if f.category in PROFILE_CATEGORIES),
-        key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id),
-    )
     hits = m._search_hits(query, top_k=CANDIDATES, user=user, kinds=["fact", "note", "message", "summary"],
                           names=True, min_score=FACT_MIN_SCORE, now=now, **default_options())
+    relevance = {h.id: h.score for h in hits if h.kind == "fact"}
+    profile_facts = sorted(  # standing kinds, and what the caller stated (remember: no session among its sources)
+        (f for f in m.state.facts(m.tenant, user)
+         if f.category in PROFILE_CATEGORIES or not any(s.get("session_id") for s in f.sources)),
+        key=lambda f: (-relevance.get(f.fact_id, 0.0), -f.confidence, -f.updated.timestamp(), f.fact_id),
+    )
     facts = [h for h in hits if h.kind == "fact"]
     notes = [h for h in hits if h.kind == "note"][: max(3, max_facts // 2)]
     said = [h for h in hits if h.kind in ("message", "summary") and h.score >= MIN_SCORE]

@@ -23,7 +23,7 @@ from typing import Any
 from ..actors._text import check_id, check_text, sanitize_category
 from ..errors import InvalidInput
 from ..events.streams import parse_stream
-from ..providers import LLM, extractor_id
+from ..providers import LLM, _ledger, extractor_id
 
 __all__ = ["reextract"]
 
@@ -53,7 +53,9 @@ def reextract(m: Any, user: str | None = None, llm: LLM | None = None) -> dict[s
             for msg in m.runtime.session(m.tenant, s.session_id, u).history():
                 if msg.role != "user":
                     continue
-                found = llm.extract_facts(msg.content)
+                with _ledger.scope("reextract"):  # its cost goes into the ledger once its facts are written
+                    found = llm.extract_facts(msg.content)
+                    calls = _ledger.take()
                 source = dict(msg.metadata or {}, session_id=s.session_id, sequence=msg.sequence)
                 for k, f in enumerate(found):
                     content = check_text("content", f.content).strip()
@@ -69,6 +71,7 @@ def reextract(m: Any, user: str | None = None, llm: LLM | None = None) -> dict[s
                     else:
                         totals["asserted"] += 1
                         kept.add(fid)
+                cur.record_calls(calls)
         totals["kept"] += len(kept & set(live))
         gone = [i for i in live if i not in kept]
         if gone:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Iterator, Union
 
 import msgspec
 
-from ..errors import InvalidInput
+from ..errors import EventIdConflict, InvalidInput
 from ..events import EventLog, NewEvent, RecordedEvent
 from ..events.envelope import events_from_batch
 from ..events.streams import parse_stream, session_stream
@@ -66,19 +66,21 @@ def export_events(log: EventLog, tenant: str, path: str | os.PathLike[str]) -> i
 
 
 def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str],
-                  write: Callable[[str, list[NewEvent]], Any] | None = None) -> dict[str, int]:
-    """Append events exported by ``export_events`` into ``tenant``; returns ``{"written": n, "skipped": m}``.
+                  write: Callable[[str, list[NewEvent]], Any] | None = None) -> dict[str, Any]:
+    """Append events exported by ``export_events`` into ``tenant``; returns ``{"written", "skipped", "conflicts"}``.
 
     Every event is re-keyed into the importing tenant (its stream and envelope name it; the
     log's event ids are per tenant), so another tenant's export is written as this tenant's
     own. An event already in the store (the same id with the same event) is skipped, so an
-    import repeated writes nothing; the same id with another event is ``EventIdConflict``,
-    found before anything is written. Store-level events (the embedder's) are never imported:
-    they count as skipped. ``write(stream, events)`` appends one stream's new events (the
-    facade: through the stream's owner).
+    import repeated writes nothing. An id that already names another event of the tenant is
+    skipped too and listed in ``conflicts`` (its id, as a string): one such id never costs the
+    rest of the import. Store-level events (the embedder's) are never imported: they count as
+    skipped. ``write(stream, events)`` appends one stream's new events (the facade: through
+    the stream's owner).
     """
     by_stream = _read_export(tenant, path)
     skipped = sum(len(evs) for stream, evs in by_stream.items() if stream.startswith("meta:"))
+    conflicts: list[str] = []
     fresh: dict[str, list[NewEvent]] = {}
     for stream, evs in by_stream.items():
         if stream.startswith("meta:"):
@@ -86,15 +88,38 @@ def import_events(log: EventLog, tenant: str, path: str | os.PathLike[str],
         offsets = log.event_offsets([e.event_id for e in evs], stream, tenant)  # type: ignore[attr-defined]
         known = [e for e, o in zip(evs, offsets) if o is not None]
         for k in range(0, len(known), 1000):
-            log.append(stream, known[k : k + 1000])  # writes nothing: checks each is the very event logged
+            # writes nothing: checks each is the very event logged; a conflict is sorted out one by one
+            _append_or_split(log.append, stream, known[k : k + 1000], conflicts)
         skipped += len(known)
         fresh[stream] = [e for e, o in zip(evs, offsets) if o is None]
     written = 0
     for stream, evs in fresh.items():
         for k in range(0, len(evs), 1000):
-            (write or log.append)(stream, evs[k : k + 1000])  # write: through the stream's one writer
-            written += len(evs[k : k + 1000])
-    return {"written": written, "skipped": skipped}
+            # write: through the stream's one writer; a conflict there (an id taken meanwhile) skips that event only
+            n = _append_or_split(write or log.append, stream, evs[k : k + 1000], conflicts)
+            written += n
+            skipped += len(evs[k : k + 1000]) - n
+    return {"written": written, "skipped": skipped, "conflicts": conflicts}
+
+
+def _append_or_split(append: Callable[[str, list[NewEvent]], Any], stream: str, evs: list[NewEvent],
+                     conflicts: list[str]) -> int:
+    """Append ``evs`` at once; on ``EventIdConflict`` one by one, noting each conflicting id; returns how many were appended."""
+    if not evs:
+        return 0
+    try:
+        append(stream, evs)
+        return len(evs)
+    except EventIdConflict:
+        pass
+    n = 0
+    for e in evs:  # rare (a conflict in this chunk): each event decides for itself
+        try:
+            append(stream, [e])
+            n += 1
+        except EventIdConflict:
+            conflicts.append(str(e.event_id))
+    return n
 
 
 def _read_export(tenant: str, path: str | os.PathLike[str]) -> dict[str, list[NewEvent]]:

@@ -45,6 +45,9 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
     # confidence, then least recently reinforced) in the same commit: raise it for users
     # with many facts (stats()["facts"] counts the pruned ones)
     max_memories: int = 1000
+    # LLM tokens (input + output, as the model's usage reports them) a tenant may spend per UTC day;
+    # past it, extraction runs the offline extractor instead, counted in usage()["fallbacks"] (None: no limit)
+    llm_tokens_per_day: int | None = None
     # state snapshots: after this many events, or this many seconds with new events (a start
     # then replays only what follows the newest one)
     snapshot_events: int = 50_000
@@ -66,6 +69,9 @@ class MemoryConfig(msgspec.Struct, kw_only=True, frozen=True):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidInput(name, "must be an int >= 1", v)
+        if self.llm_tokens_per_day is not None and (isinstance(self.llm_tokens_per_day, bool) or not isinstance(
+                self.llm_tokens_per_day, int) or self.llm_tokens_per_day < 1):
+            raise InvalidInput("llm_tokens_per_day", "must be an int >= 1 or None", self.llm_tokens_per_day)
         if isinstance(self.embed_context, bool) or not isinstance(self.embed_context, int) or self.embed_context < 0:
             raise InvalidInput("embed_context", "must be an int >= 0", self.embed_context)
         if not 0 <= self.chunk_overlap < self.chunk_chars:

@@ -26,6 +26,7 @@ from ..events import (
     FactPruned,
     FactReinforced,
     FactSuperseded,
+    LlmCalled,
     NewEvent,
     RecordedEvent,
     UserForgotten,
@@ -34,7 +35,10 @@ from ..events.streams import facts_stream
 from ..events.types import Event, decode
 from ..providers import LLM, Embedder, extractor_id
 from ..projections._vectors import VectorSlots
+from ..providers import _ledger
 from ..providers._base import Coalescer
+from ..providers._offline import OfflineLLM
+from . import _usage
 from ..providers._offline import fact_attribute
 from ._config import MemoryConfig
 from ._owner import StreamOwner
@@ -136,6 +140,7 @@ class FactCurator(StreamOwner):
         self._lock = threading.RLock()
         # concurrent remember() calls of this user share one embedding call and one commit; the
         # next group's embedding runs while this group commits (two stages, commits in order)
+        self._offline_now = False  # an extraction past llm_tokens_per_day: _decide asks no model either
         self._remembers = Coalescer(self._embed_items, then=lambda items, embedded: self._write(embedded))
         self.reload()
 
@@ -322,16 +327,23 @@ class FactCurator(StreamOwner):
         ``now``: the time they were folded with, so the log records what the state holds.
         """
         now = now or self.clock()
+        calls = _ledger.take()  # the LLM calls whose result this append writes: in the same append, exactly once
+        ledger = [LlmCalled(**c, user_id=self.user_id) for c in calls]
         news = [NewEvent.of(e, tenant=self.tenant, time=t or now) for e, t in events]
+        news += [NewEvent.of(e, tenant=self.tenant, time=now) for e in ledger]
         try:
             _, last = self.log.append(self.stream, news, self.version)
         except WrongExpectedVersion:
+            _ledger.restore(calls)
             self.reload()  # another writer appeared (a restarted actor): refold, let the caller retry
             raise
         except BaseException:
+            _ledger.restore(calls)
             if folded:
                 self.reload()
             raise
+        if ledger:
+            _usage.add(self.log, self.tenant, now, sum(e.input_tokens + e.output_tokens for e in ledger))
         self.version += len(news)
         if not folded:
             for e, t in events:
@@ -364,8 +376,9 @@ class FactCurator(StreamOwner):
         (cosine >= ``SAME_VALUE``); else a near-duplicate that contradicts (cosine >= ``supersede_threshold``)
         is updated; else the fact is added.
         """
+        llm = _OFFLINE if self._offline_now else self.llm  # past the day's token budget: the offline rules
         if related:
-            d = self.llm.decide(content, [(f.fact_id, f.content) for f, _ in related])
+            d = llm.decide(content, [(f.fact_id, f.content) for f, _ in related])
             if d is not None:
                 target = [d.target] if d.target in {f.fact_id for f, _ in related} else []
                 if d.event == "none":
@@ -379,7 +392,7 @@ class FactCurator(StreamOwner):
             if best is not None and best.fact_id in same and sim >= SAME_VALUE:
                 return "none", [best.fact_id], content
             return "update", same, content
-        conflict = best is not None and sim >= self.config.supersede_threshold and self.llm.contradicts(best.content, content)
+        conflict = best is not None and sim >= self.config.supersede_threshold and llm.contradicts(best.content, content)
         if best is not None and sim >= self.config.reinforce_threshold and not conflict:
             return "none", [best.fact_id], content
         return ("update", [best.fact_id], content) if conflict else ("add", [], content)  # type: ignore[union-attr]
@@ -458,9 +471,16 @@ class FactCurator(StreamOwner):
         vectors = self.embedder.embed([c for c, _ in parsed])
         return self._write([(c, cat, [], None, v, r, {}) for (c, cat), v, r in zip(parsed, vectors, rids)])
 
-    def _write(self, items: list[tuple[str, str, list[dict[str, Any]], dt.datetime | None, np.ndarray, str,
-                                       dict[str, Any]]],
+    def _write(self, items: list[Any],
                tail: Callable[[list[str]], list[tuple[Event, dt.datetime | None]]] | None = None) -> list[str]:
+        """``_write_items`` with the model's decisions (and contradiction checks) written into the facts' append
+        (inside extraction's scope: its extraction calls too)."""
+        with _ledger.scope(join=True):
+            return self._write_items(items, tail)
+
+    def _write_items(self, items: list[tuple[str, str, list[dict[str, Any]], dt.datetime | None, np.ndarray, str,
+                                             dict[str, Any]]],
+                     tail: Callable[[list[str]], list[tuple[Event, dt.datetime | None]]] | None = None) -> list[str]:
         """Curate items in order and commit them (with any cap pruning) as one append; ``tail``: more events
         for the same append, made from the fact ids (extraction's ``ExtractionCompleted``: atomic with its facts)."""
         with self._lock:
@@ -577,6 +597,14 @@ class FactCurator(StreamOwner):
         return self._retract(lambda f: bool(f.sources) and all((x.get("session_id"), x.get("sequence")) in gone_from
                                                                 for x in f.sources), reason, session_id, request_id, by)
 
+    def record_calls(self, calls: Sequence[dict[str, Any]]) -> None:
+        """Write LLM calls made for this user elsewhere (``reextract``'s extraction) into the ledger, as ``LlmCalled``."""
+        if not calls:
+            return
+        with self._lock, _ledger.scope() as held:
+            held.extend(dict(c) for c in calls)
+            self._commit([])
+
     def retract(self, fact_ids: Sequence[str], reason: str, request_id: str = "", by: str = "") -> list[str]:
         """Retract these facts (those still live) with ``reason``; returns those retracted."""
         ids = set(fact_ids)
@@ -641,17 +669,22 @@ class FactCurator(StreamOwner):
         """``extract``'s work for messages not yet extracted, under the actor's lock: every message's facts
         embedded in one model call and committed with the messages' ``ExtractionCompleted`` in one append
         (a long history's ``extend`` paid a model call and two fsyncs per user message)."""
-        with self._lock:
+        with self._lock, _ledger.scope():  # the extraction calls are written with the facts' append
+            llm = self.llm
+            if self._over_budget():  # past the day's token budget: the offline rules, counted in the ledger
+                llm = _OFFLINE
             items: list[tuple[Any, ...]] = []
             counts: list[int] = []
             failed: ProviderError | None = None
             for m in todo:
                 text = m["content"].strip()
                 try:
-                    found = [] if trivial(text) else self.llm.extract_facts(text)
+                    found = [] if trivial(text) else llm.extract_facts(text)
                 except ProviderError as e:  # this one and later stay pending; earlier ones are committed
                     failed = e
                     break
+                if llm is _OFFLINE and not trivial(text):
+                    _ledger_fallback(self.llm)  # counted in the ledger, written with the facts
                 source = dict(m.get("metadata") or {}, session_id=m["session_id"], sequence=m["sequence"])
                 items += [(check_text("content", f.content).strip(), sanitize_category(f.category), [source],
                            m.get("time"), None, "", {}) for f in found]
@@ -662,17 +695,28 @@ class FactCurator(StreamOwner):
                 out, at = [], 0
                 for m, n in zip(done, counts):
                     out.append((ExtractionCompleted(session_id=m["session_id"], sequences=[m["sequence"]],
-                                                    facts=got[at:at + n], extractor=extractor_id(self.llm)), None))
+                                                    facts=got[at:at + n], extractor=extractor_id(llm)), None))
                     at += n
                 return out
 
-            if done:
-                # straight to the batch, not through the coalescer: this thread holds the lock a
-                # coalesced leader would wait for
-                ids += self._write(self._embed_items(items), tail=completed)
+            try:
+                if done:
+                    self._offline_now = llm is _OFFLINE  # past the budget: the facts' decisions ask no model either
+                    # straight to the batch, not through the coalescer: this thread holds the lock a
+                    # coalesced leader would wait for
+                    ids += self._write(self._embed_items(items), tail=completed)
+            finally:
+                self._offline_now = False
             if failed is not None:
                 raise failed
         return ids
+
+    def _over_budget(self) -> bool:
+        """The tenant's recorded LLM tokens today reached ``llm_tokens_per_day`` (never for the offline extractor)."""
+        limit = self.config.llm_tokens_per_day
+        if not limit or isinstance(self.llm, OfflineLLM):
+            return False
+        return _usage.spent_today(self.log, self.tenant, self.clock()) >= limit
 
     def sweep(self, now: dt.datetime | None = None) -> dict[str, int]:
         """Decay facts not reinforced for a while, prune weak old ones; returns counts."""
@@ -693,3 +737,12 @@ class FactCurator(StreamOwner):
             if events:
                 self._commit(events)
             return {"decayed": decayed, "pruned": pruned}
+
+
+_OFFLINE = OfflineLLM()  # the extractor a tenant past its llm_tokens_per_day falls back to
+
+
+def _ledger_fallback(llm: LLM) -> None:
+    """Note, in the open ledger scope, that the offline extractor ran in place of ``llm`` (no call, no tokens)."""
+    _ledger.note(model=str(getattr(llm, "model_id", type(llm).__name__)), purpose="extract", prompt="",
+                 input_tokens=0, output_tokens=0, latency=0.0, outcome="fallback")

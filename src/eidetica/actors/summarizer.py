@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..errors import WrongExpectedVersion
-from ..events import ChunksEmbedded, EventLog, NewEvent, SummaryCommitted
-from ..providers import LLM, Embedder, count_tokens
+from ..events import ChunksEmbedded, EventLog, LlmCalled, NewEvent, SummaryCommitted
+from ..providers import LLM, Embedder, _ledger, count_tokens
 from ._config import MemoryConfig
 from ._text import chunk_text, vectors_to_bytes
 from .session import SessionActor
@@ -80,9 +80,11 @@ class Summarizer:
     def _commit(self, session: SessionActor, epoch: int, old: list, previous: str, upto: int | None = None) -> SummaryResult:
         """Summarise ``old`` (extending ``previous``) and commit it as epoch ``epoch + 1``; stale when another won."""
         target = max(16, int(self.config.summary_target * self.config.token_budget))
-        text = self.llm.summarize(
-            [(m.role, m.content) for m in old], target_tokens=target, previous_summary=previous
-        ) if old else ""
+        with _ledger.scope():  # the summary call is written in the summary's own append
+            text = self.llm.summarize(
+                [(m.role, m.content) for m in old], target_tokens=target, previous_summary=previous
+            ) if old else ""
+            calls = _ledger.take()
         new_upto = old[-1].sequence if upto is None else upto
         sources = [dict(m.metadata, sequence=m.sequence) for m in old]
         commit = SummaryCommitted(
@@ -106,9 +108,11 @@ class Summarizer:
             metadata={"sources": sources, "epoch": epoch + 1},
         )
         try:
+            ledger = [LlmCalled(**c, user_id=session.user_id, session_id=session.session_id) for c in calls]
             self.log.append(
                 session.summary_stream,
-                [NewEvent.of(commit, tenant=session.tenant, event_id=eid), NewEvent.of(embedded, tenant=session.tenant)],
+                [NewEvent.of(commit, tenant=session.tenant, event_id=eid), NewEvent.of(embedded, tenant=session.tenant),
+                 *(NewEvent.of(e, tenant=session.tenant) for e in ledger)],
                 epoch,  # -1 (NO_STREAM) for the first summary: exactly one writer wins each epoch
             )
         except WrongExpectedVersion:

@@ -41,6 +41,9 @@ ItemTouched            items:<tenant>:<user>       actors.ItemsActor            
 ItemDeleted            items:<tenant>:<user>       actors.ItemsActor             ItemsActor, state, index (rows go), compaction
 UserForgotten          facts/notes/items:...       FactCurator/Notes/ItemsActor  the writer, state, index (its stream's rows go),
                        schedules:<tenant>:<user>   actors.SchedulesActor         compaction
+LlmCalled              facts:<tenant>:<user>       actors.FactCurator            nobody: ``Memory.usage`` scans them
+                       (extract, decide, reextract; in the append of the facts it produced)
+                       summary:<tenant>:<sid>      actors.Summarizer             (in the summary's own append)
 EmbedderChanged        meta:embedder               actors.EmbedderRecord         state, EmbedderRecord.check
 Redacted               (in place of any payload)   events.ArrowLog.redact        nobody: a redacted event folds to nothing
 =====================  ==========================  ============================  ==============================================
@@ -72,6 +75,8 @@ NoteDeleted            reason ("" delete_note | "revert"), request, by, session_
 MessageRetracted       session_id, sequence, message_id (the retracted event's id)
 ItemDeleted            reason ("" | "expired")
 ScheduleRun            run_id, run_at, status
+LlmCalled              model, purpose, prompt_version, input/output tokens, latency_ms, outcome,
+                       user_id, session_id: what a model call the store used cost (no prompt text)
 =====================  ==========================================================================
 
 The others (SessionStarted, FactDecayed, NoteUpdated, the other Schedule* and Item* events,

@@ -52,6 +52,7 @@ __all__ = [
     "ItemDeleted",
     "ItemTouched",
     "MessageRetracted",
+    "LlmCalled",
     "EVENT_TYPES",
     "encode",
     "decode",
@@ -247,6 +248,20 @@ class ExtractionCompleted(Event, frozen=True):
     extractor: str = ""  # which extractor ran: ``offline:rules-<hash>`` or ``llm:<model>:prompt-<hash>``
 
 
+class LlmCalled(Event, frozen=True):
+    """One call to a language model whose result the store used: what it cost (never the prompt's text)."""
+
+    model: str
+    purpose: str  # extract | decide | contradict | summarise | reextract | budget (the offline fallback, no call)
+    prompt_version: str = ""  # ``prompt-<hash>`` of the system prompt
+    input_tokens: int = 0  # the response's usage.prompt_tokens
+    output_tokens: int = 0  # the response's usage.completion_tokens
+    latency_ms: float = 0.0
+    outcome: str = "ok"  # ok | error | fallback (over llm_tokens_per_day: the offline extractor ran instead)
+    user_id: str = ""
+    session_id: str = ""
+
+
 class SessionForgotten(Event, frozen=True):
     """Tombstone: a session and everything derived from it is to be forgotten."""
 
@@ -339,6 +354,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     ItemDeleted,
     ItemTouched,
     MessageRetracted,
+    LlmCalled,
 )
 
 _ENCODER = msgspec.msgpack.Encoder()

@@ -140,7 +140,28 @@ _BAD_MY_SUBJECTS = frozenset(
     thoughts opinion take hope worry fear goal task prompt query test result results plan
     browser app account password""".split()
 )
-_HEALTH = r"(?:diabetes|type [12] diabetes|asthma|adhd|autism|celiac(?: disease)?|coeliac(?: disease)?|epilepsy|arthritis|migraines|hypertension|high blood pressure|anxiety|depression|dyslexia|allergies|an? (?:[\w-]+ ){1,3}(?:allergy|intolerance)|a (?:heart|kidney|thyroid) condition|ibs|crohn's|lupus|cancer)"
+_HEALTH = r"(?:diabetes|type [12] diabetes|asthma|adhd|autism|celiac(?: disease)?|coeliac(?: disease)?|epilepsy|arthritis|migraines|hypertension|high blood pressure|anxiety|depression|dyslexia|allergies|an? (?:[\w-]+ ){1,3}(?:allergy|intolerance)|a (?:heart|kidney|thyroid) condition|ibs|crohn\'s(?: disease)?|lupus|cancer)"
+# what one eats or avoids by choice, faith or habit: the profile's "diet" (allergies and intolerances are "health")
+_DIETS = r"(?:vegetarian|vegan|pescatarian|flexitarian|plant[- ]based|kosher|halal|keto|paleo|raw vegan|fruitarian)"
+_FOODS = (r"(?:(?:red |processed )?meat|pork|beef|chicken|fish|seafood|shellfish|dairy|milk|cheese|eggs?|gluten|wheat|"
+          r"sugar|carbs|bread|alcohol|booze|coffee|caffeine|soda|junk food|fast food|animal products)")
+_DIET_PATTERNS: list[re.Pattern[str]] = [
+    re.compile(rf"^(?:i(?:'m| am|m)|we(?:'re| are))\s+(?:(?:also|still|now|mostly|mainly|strictly|a strict|a lifelong|"
+               rf"lifelong|strict|fully|100%)\s+)*(?:a\s+)?(?:strict\s+)?{_DIETS}\b", _I),
+    re.compile(rf"^(?:i|we)(?:'ve| have)\s+been\s+(?:(?:a|mostly|strictly|fully)\s+)?{_DIETS}\b", _I),
+    re.compile(rf"^i\s+(?:went|became|turned|switched to being|went back to being|have gone|'ve gone)\s+(?:a\s+)?(?:fully\s+)?{_DIETS}\b", _I),
+    re.compile(r"^(?:i|we)\s+(?:(?:also|still|strictly|only|always)\s+)*(?:keep|eat|follow|observe|stick to)\s+(?:a\s+)?"
+               r"(?:strict\s+)?(?:kosher|halal)\b", _I),
+    re.compile(r"^(?:i|we)(?:'m| am|'re| are)?\s+(?:(?:also|still|now|currently|strictly)\s+)*(?:on|follow|following|eat|"
+               r"eating|do|doing|stick to|try to follow)\s+(?:a|an)\s+(?:[\w-]+\s+){0,2}diet\b", _I),
+    re.compile(rf"^(?:i|we)\s+(?:(?:also|still|just|mostly|really)\s+)*(?:do(?:n't| not)|never|no longer|rarely|won't)\s+"
+               rf"(?:eat|drink|touch)\b", _I),
+    re.compile(rf"^i\s+(?:(?:also|still|strictly|always)\s+)*(?:avoid|gave up|give up|cut out|quit|stopped eating|stopped "
+               rf"drinking|quit eating|quit drinking|cut back on|cut down on)\s+(?:(?:all|most|eating|drinking)\s+)*{_FOODS}\b", _I),
+    re.compile(r"^i\s+(?:only|mostly|mainly|exclusively)\s+eat\b|^i(?:'ve| have)\s+(?:eaten|been eating)\s+(?:only|no)\b", _I),
+    re.compile(r"^(?:i(?:'m| am|m)\s+)?(?:doing|practi[cs]ing|trying)\s+intermittent fasting\b|^i\s+(?:fast|do intermittent fasting)\b", _I),
+    re.compile(rf"^{_AM}trying to (?:eat|drink|cut|avoid)\s+(?:less|more|no|fewer|out|down)\b", _I),
+]
 _NUMBER_WORD = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|\d+|my own|several|some)"
 
 # (compiled pattern, category, optional validator on the match) in priority order.
@@ -148,13 +169,14 @@ _PATTERNS: list[tuple[re.Pattern[str], str, str | None]] = [
     (re.compile(rf"^{_AM}(?:(?:very|severely|deathly|highly|mildly|quite|so)\s+)?allergic\b", _I), "health", None),
     (
         re.compile(
-            rf"^{_AM}(?:(?:lactose|gluten)\s+intolerant|diabetic|celiac|coeliac|pregnant|deaf|blind|colou?r[- ]?blind|asthmatic|epileptic|dyslexic|autistic|disabled|in a wheelchair)\b",
+            rf"^{_AM}(?:(?:lactose|gluten|fructose|histamine)[\s-]+intolerant|(?:\w+\s+)?(?:intolerant|sensitive|hypersensitive) to\s+\w|diabetic|celiac|coeliac|pregnant|deaf|blind|colou?r[- ]?blind|asthmatic|epileptic|dyslexic|autistic|disabled|in a wheelchair)\b",
             _I,
         ),
         "health",
         None,
     ),
-    (re.compile(rf"^{_AM}(?:a\s+)?(?:vegetarian|vegan|pescatarian|teetotal(?:er)?|non-?drinker|non-?smoker|smoker)\b", _I), "preference", None),
+    (re.compile(rf"^{_AM}(?:a\s+)?(?:teetotal(?:er)?|non-?drinker)\b", _I), "diet", None),
+    (re.compile(rf"^{_AM}(?:a\s+)?(?:non-?smoker|smoker)\b", _I), "health", None),
     (re.compile(rf"^{_AM}(?:(?:originally|born and raised)\s+)?(?:from|based (?:in|out of)|living in|located in|staying in|moving to|relocating to)\s+\S", _I), "location", None),
     (re.compile(rf"^{_AM}\d{{1,3}}(?:\s+(?:years?|yrs?)(?:\s+old)?)?(?:\s*[.!,]|\s*$|\s+and\b)", _I), "personal", None),
     (re.compile(rf"^{_AM}(?:happily\s+)?(?:married|engaged|single|divorced|widowed|separated|in a relationship|dating)\b", _I), "relationship", None),
@@ -173,7 +195,11 @@ _PATTERNS: list[tuple[re.Pattern[str], str, str | None]] = [
     (re.compile(rf"^i(?:'ve got|\s+(?:(?:also|still|now)\s+)?(?:have got|have|own|drive|ride|keep))\s+{_NUMBER_WORD}\s+([\w-]+)", _I), "possession", "have"),
     (re.compile(r"^i(?:'ve got|\s+(?:(?:also|still|now)\s+)?have)\s+(?:kids|children|pets|cats|dogs|siblings|grandchildren|twins|a family)\b", _I), "relationship", None),
     (re.compile(r"^i\s+(?:do(?:n't| not)|never)\s+(?:have|own)\s+(?:a|an|any)\s+[\w-]+", _I), "possession", None),
-    (re.compile(r"^i\s+(?:do(?:n't| not)|never|can't|cannot|no longer)\s+(?:eat|drink|smoke)\b", _I), "preference", None),
+    (re.compile(r"^i\s+(?:do(?:n't| not)|never|can't|cannot|no longer)\s+smoke\b", _I), "health", None),
+    (re.compile(r"^i\s+(?:can't|cannot|can not)\s+(?:have|tolerate|digest|process)\s+(?!it\b|this\b|that\b|them\b)\w", _I), "health", None),
+    (re.compile(r"^i(?:'m| am)\s+on\s+(?:blood thinners|insulin|antidepressants|medication|meds|chemo(?:therapy)?|dialysis|"
+                r"statins|beta[- ]blockers|steroids|immunosuppressants)\b", _I), "health", None),
+    (re.compile(rf"^i(?:'ve| have)\s+had\s+{_HEALTH}\b", _I), "health", None),
     (re.compile(r"^i\s+(?:(?:also|fluently|only)\s+)?speak\s+[A-Z\w]", _I), "identity", None),
     (re.compile(r"^i\s+(?:usually|always|often|normally|typically|generally|mostly)\s+(?!(?:ask|wonder|forget|get confused)\b)\w+", _I), "preference", None),
     (re.compile(r"^i(?:'ve| have)\s+been\s+(?:a|an|vegetarian|vegan|married|living|working|diagnosed)\b", _I), "personal", None),
@@ -212,7 +238,8 @@ _MY_CATEGORIES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\b(?:dog|cat|pet|puppy|kitten|horse|car|bike|house|apartment|flat)\b", _I), "possession"),
     (re.compile(r"\b(?:address|home|city|town|hometown|country|neighbou?rhood|street)\b", _I), "location"),
     (re.compile(r"\b(?:job|employer|company|boss|title|role|office|team|salary|profession|work|manager|career)\b", _I), "work"),
-    (re.compile(r"\b(?:allergy|allergies|blood|doctor|diet|medication|condition|health)\b", _I), "health"),
+    (re.compile(r"\b(?:diet)\b", _I), "diet"),
+    (re.compile(r"\b(?:allergy|allergies|blood|doctor|medication|condition|health)\b", _I), "health"),
 ]
 
 
@@ -258,7 +285,7 @@ def _category_for_have(m: re.Match[str]) -> str | None:
 
 _FIRST_PERSON = re.compile(r"^(?:i|i'm|i've|im|we|we're|we've|my)\b", _I)
 _ATTRIBUTE_CATEGORY = {
-    "diet": "health", "residence": "location", "origin": "location", "employer": "work", "job": "work",
+    "diet": "diet", "residence": "location", "origin": "location", "employer": "work", "job": "work",
     "partner": "relationship", "editor": "preference", "os": "preference", "car": "possession", "age": "personal",
     "name": "identity", "school": "personal", "commute": "personal", "wake": "personal", "smoking": "health",
     "alcohol": "health", "pregnancy": "health", "favorite": "preference",
@@ -284,6 +311,8 @@ class HeuristicExtractor:
 
     def classify(self, clause: str) -> str | None:
         """Category of a single clause if it states a durable first-person fact, else None."""
+        if any(p.match(clause) for p in _DIET_PATTERNS):  # before the generic ones ("I've been ...": personal)
+            return "diet"
         for pat, category, check in _PATTERNS:
             m = pat.match(clause)
             if m is None:

@@ -25,6 +25,7 @@ import msgspec
 import numpy as np
 
 from ..errors import EideticaError, InvalidInput, ProviderError
+from . import _ledger
 from ._base import CachedEmbedder, check_vectors, normalize_rows
 from ._llm import (
     DECISIONS,
@@ -377,6 +378,11 @@ def parse_decision(reply: str, ids: Sequence[str]) -> FactDecision:
     return FactDecision(event=event, target=target, content=" ".join(out.text.split()) if event == "update" else "")
 
 
+# the ledger's purpose of each kind of call (``_chat``'s ``what``)
+_PURPOSES = {"fact extraction": "extract", "summary": "summarise", "memory update decision": "decide",
+             "contradiction check": "contradict"}
+
+
 class OpenAILLM(LLM):
     """Extraction, summaries and contradiction checks through OpenAI-compatible chat completions."""
 
@@ -413,18 +419,32 @@ class OpenAILLM(LLM):
         self._client = _make_client(self.base_url, self.api_key_env, self.timeout)
 
     def _chat(self, system: str, user: str, parse: Callable[[str], T], what: str) -> T:
+        purpose = _PURPOSES.get(what, what)
+
         def call() -> T:
-            resp = self._client.chat.completions.create(
-                model=self.model,
-                messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-                temperature=self.temperature,
-            )
-            if not isinstance(getattr(resp, "choices", None), list) or not resp.choices or resp.choices[0].message is None:
-                raise _Malformed("reply has no choices")
-            content = resp.choices[0].message.content
-            if not isinstance(content, str):
-                raise _Malformed("reply has no text content")
-            return parse(content)
+            started = time.perf_counter()
+            resp = None
+            outcome = "error"
+            try:
+                resp = self._client.chat.completions.create(
+                    model=self.model,
+                    messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+                    temperature=self.temperature,
+                )
+                if not isinstance(getattr(resp, "choices", None), list) or not resp.choices or resp.choices[0].message is None:
+                    raise _Malformed("reply has no choices")
+                content = resp.choices[0].message.content
+                if not isinstance(content, str):
+                    raise _Malformed("reply has no text content")
+                out = parse(content)
+                outcome = "ok"
+                return out
+            finally:  # every call the model answered or refused, with the tokens its reply says it used
+                usage = getattr(resp, "usage", None)
+                _ledger.note(model=self.model, purpose=purpose, prompt=system,
+                             input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                             output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                             latency=time.perf_counter() - started, outcome=outcome)
 
         return _call_with_retries(call, what=f"{what} ({self.model})", max_retries=self.max_retries, backoff=self.backoff)
 

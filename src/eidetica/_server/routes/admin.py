@@ -1,11 +1,12 @@
-"""Maintenance: sweep, stats, clear, compact, rebuild, snapshot, housekeep, export and import."""
+"""Maintenance: sweep, usage, stats, clear, compact, rebuild, snapshot, housekeep, export and import."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response, StreamingResponse
@@ -51,6 +52,12 @@ def router(api: Api) -> APIRouter:
     def sweep(body: SweepIn = Body(SweepIn()), m: Memory = M) -> Response:
         """Decay and prune facts, retry pending extractions."""
         return _wrote(m, m.sweep(body.now))
+
+    @r.get("/v1/usage", tags=["maintenance"])
+    def usage(user: Optional[str] = None, since: Optional[dt.datetime] = None, until: Optional[dt.datetime] = None,
+              m: Memory = M) -> Response:
+        """What the LLM cost this tenant: calls and tokens by model, purpose, user and day (``until`` exclusive)."""
+        return _json(m.usage(user=user, since=since, until=until))
 
     @r.get("/v1/stats", tags=["maintenance"])
     def stats(request: Request, m: Memory = M) -> Response:
@@ -115,5 +122,5 @@ def router(api: Api) -> APIRouter:
                 if e.field != "path":
                     raise
                 raise InvalidInput("body", e.problem) from None  # the temporary file is no concern of the client's
-        return _wrote(m, n)  # {"written": ..., "skipped": ...}
+        return _wrote(m, n)  # {"written": ..., "skipped": ..., "conflicts": [...]}
     return r

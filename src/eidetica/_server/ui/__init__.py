@@ -17,12 +17,12 @@ from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles
 
 from ...memory import Memory
-from . import facts, health, login, search, sessions, users
+from . import facts, health, login, search, sessions, tenants, users
 from .pages import COOKIE, HERE, Pages
 
 __all__ = ["mount_ui", "COOKIE"]
 
-PAGES = (users, facts, sessions, search, health, login)  # one module per resource, each with its router
+PAGES = (users, facts, sessions, search, health, login, tenants)  # one module per resource, each with its router
 
 
 def mount_ui(app: FastAPI, memory: Memory, is_loopback: Callable[[str], bool]) -> None:
@@ -30,5 +30,6 @@ def mount_ui(app: FastAPI, memory: Memory, is_loopback: Callable[[str], bool]) -
     ``is_loopback`` is the API's test of a host name, passed in: ``_app`` imports this package)."""
     ui = Pages(app.state.authenticate, app.state.tenant_view, is_loopback)
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+    app.add_middleware(tenants.TenantPrefix)  # /ui/t/<tenant>/...: the operator's view of another tenant
     for resource in PAGES:
         app.include_router(resource.router(ui))

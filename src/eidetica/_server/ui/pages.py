@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import hmac
+import re
 import secrets
 from pathlib import Path
 from typing import Any, Callable
@@ -17,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..._remote.wire import error_body, status_of
+from ...actors._text import check_id
 from ...errors import EideticaError, InvalidInput, Unauthorized
 from ...memory import Memory
 from . import inspect as _inspect
@@ -24,6 +26,15 @@ from . import inspect as _inspect
 __all__ = ["Pages", "COOKIE", "HERE"]
 
 COOKIE = "eidetica_key"
+_TENANT_KEY = "eidetica.ui_tenant"  # set by ui.tenants.TenantPrefix for /ui/t/<tenant>/ URLs
+
+
+def with_prefix(html: str, tenant: str) -> str:
+    """``html`` whose /ui links and forms (not its static files) stay in ``/ui/t/<tenant>``."""
+    return _LINK.sub(lambda m: f"{m.group(1)}/ui/t/{quote(tenant, safe='')}", html)
+
+
+_LINK = re.compile(r'((?:href|action)=")/ui(?=[/"?#])(?!/static)')
 HERE = Path(__file__).resolve().parents[1]  # _server/: its templates/ and static/
 
 
@@ -76,6 +87,11 @@ class Pages:
         if not self.credential(request) and not self.is_loopback(request.url.hostname or ""):
             # keyless loopback access by another name: a DNS-rebinding page would read the store
             raise Unauthorized("without a key, /ui answers only to a loopback host name (127.0.0.1, localhost)")
+        chosen = request.scope.get(_TENANT_KEY)
+        if chosen is not None and chosen != tenant:
+            if self.credential(request):  # a key sees its own tenant only
+                raise Unauthorized(f"this key's tenant is {tenant!r}, not {chosen!r}")
+            return check_id("tenant", chosen)  # keyless loopback: the operator looks at any tenant
         return tenant
 
     def csrf(self, request: Request) -> str:
@@ -98,7 +114,8 @@ class Pages:
         html = self.env.get_template(template).render(
             **data, tenant=tenant, csrf=self.csrf(request), json_url=json_url, done=request.query_params.get("done"),
             keyed=bool(request.cookies.get(COOKIE)), path=request.url.path, query=query)
-        return HTMLResponse(html, status_code=status)
+        chosen = request.scope.get(_TENANT_KEY)
+        return HTMLResponse(with_prefix(html, chosen) if chosen is not None else html, status_code=status)
 
     def page(self, build: Callable[..., tuple[str, dict[str, Any]]]) -> Callable[..., Response]:
         """A GET page: its tenant's memory, its data, its template (or JSON); errors as pages."""
@@ -156,7 +173,11 @@ class Pages:
             except EideticaError as e:
                 return self.failed(request, e)
             sep = "&" if "?" in back(**kw) else "?"
-            return RedirectResponse(back(**kw) + sep + urlencode({"done": f"forgot {what} {describe(**kw)}"}), 303)
+            to = back(**kw) + sep + urlencode({"done": f"forgot {what} {describe(**kw)}"})
+            chosen = request.scope.get(_TENANT_KEY)
+            if chosen is not None:  # back to the same tenant's page
+                to = f"/ui/t/{quote(chosen, safe='')}" + to[len("/ui"):]
+            return RedirectResponse(to, 303)
 
         router.add_api_route(path, confirm, methods=["GET"], include_in_schema=False)
         router.add_api_route(path, do, methods=["POST"], include_in_schema=False)

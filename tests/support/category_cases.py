@@ -1,0 +1,106 @@
+"""Labelled statements for measuring the offline extractor's categories (written for eidetica, issue 43,
+before the rules they measure): (text, category). ``diet`` is what the user eats or avoids by choice,
+faith or habit; ``health`` is allergies, intolerances, conditions, treatment; ``other`` is any other
+statement (a fact of another kind, or none). ``scripts/eval_categories.py`` tunes on ``TUNE`` (the
+even positions) and reports on ``HELD_OUT`` (the odd ones)."""
+
+from __future__ import annotations
+
+CASES: list[tuple[str, str]] = [
+    ("I've been vegan since college.", "diet"),
+    ("I keep kosher.", "diet"),
+    ("I'm lactose intolerant.", "health"),
+    ("I eat halal only.", "diet"),
+    ("I'm allergic to shellfish.", "health"),
+    ("I've been vegetarian for ten years.", "diet"),
+    ("I have a severe peanut allergy.", "health"),
+    ("I don't eat pork.", "diet"),
+    ("I'm celiac, so no gluten for me.", "health"),
+    ("I follow a plant-based diet.", "diet"),
+    ("I can't have dairy.", "health"),
+    ("I'm pescatarian.", "diet"),
+    ("I was diagnosed with type 2 diabetes last year.", "health"),
+    ("I avoid red meat.", "diet"),
+    ("I have celiac disease.", "health"),
+    ("We keep a kosher kitchen.", "diet"),
+    ("I'm allergic to cats.", "health"),
+    ("I'm on a low-carb diet.", "diet"),
+    ("I have high blood pressure.", "health"),
+    ("I don't drink coffee anymore.", "diet"),
+    ("I'm intolerant to fructose.", "health"),
+    ("I went vegetarian two years ago.", "diet"),
+    ("I have a nut allergy.", "health"),
+    ("I only eat organic food.", "diet"),
+    ("I suffer from migraines.", "health"),
+    ("I'm doing intermittent fasting.", "diet"),
+    ("I take metformin every day.", "health"),
+    ("I stopped eating meat in 2019.", "diet"),
+    ("I'm gluten intolerant.", "health"),
+    ("I eat a Mediterranean diet.", "diet"),
+    ("I have asthma and use an inhaler.", "health"),
+    ("I'm a strict vegan.", "diet"),
+    ("I have a shellfish allergy.", "health"),
+    ("I never eat beef.", "diet"),
+    ("I'm diabetic.", "health"),
+    ("I became vegan last year.", "diet"),
+    ("I'm allergic to bee stings.", "health"),
+    ("I eat kosher.", "diet"),
+    ("I have IBS.", "health"),
+    ("I'm trying to eat less sugar.", "diet"),
+    ("I'm on blood thinners.", "health"),
+    ("I don't eat fish or seafood.", "diet"),
+    ("I live in Lisbon.", "other"),
+    ("I work as a nurse.", "other"),
+    ("My sister is called Maya.", "other"),
+    ("I love jazz.", "other"),
+    ("I have two dogs.", "other"),
+    ("I'm planning a trip to Japan.", "other"),
+    ("I use Vim for everything.", "other"),
+    ("I run every morning.", "other"),
+    ("I'm 41 years old.", "other"),
+    ("My favourite colour is green.", "other"),
+    ("I moved to Oslo in March.", "other"),
+    ("I'm married.", "other"),
+    ("What should I cook tonight?", "other"),
+    ("Thanks, that helps a lot.", "other"),
+    ("I had pasta for lunch today.", "other"),
+    ("I speak Portuguese and French.", "other"),
+    ("I'm learning the piano.", "other"),
+    ("I teach maths at a high school.", "other"),
+    ("My flight leaves at noon.", "other"),
+    ("I drive a Volvo.", "other"),
+    ("I prefer window seats.", "other"),
+    ("I grew up in Cork.", "other"),
+    ("I'm a software engineer.", "other"),
+    ("I love cooking Thai food.", "other"),
+]
+
+# written after a first run printed the misses of both halves (HELD_OUT's too): never shown while tuning
+FRESH: list[tuple[str, str]] = [
+    ("I've eaten only plant foods since 2015.", "diet"),
+    ("I keep halal.", "diet"),
+    ("I'm allergic to latex.", "health"),
+    ("I have Crohn's disease.", "health"),
+    ("I'm a vegetarian and my husband isn't.", "diet"),
+    ("I don't eat anything with eggs.", "diet"),
+    ("I'm sensitive to gluten.", "health"),
+    ("I have an egg allergy.", "health"),
+    ("I follow a paleo diet.", "diet"),
+    ("I've had epilepsy since childhood.", "health"),
+    ("I gave up sugar last spring.", "diet"),
+    ("I'm lactose-intolerant, so oat milk please.", "health"),
+    ("I live in Madrid with my partner.", "other"),
+    ("I love hiking in the Alps.", "other"),
+    ("I work for a bank.", "other"),
+    ("Can you recommend a vegan restaurant?", "other"),
+    ("My son is allergic to peanuts.", "other"),
+    ("I cooked a curry yesterday.", "other"),
+]
+
+def _half(odd: int) -> list[tuple[str, str]]:
+    """Every other statement of each label (a split stratified by label)."""
+    return [c for lab in ("diet", "health", "other") for c in [c for c in CASES if c[1] == lab][odd::2]]
+
+
+TUNE: list[tuple[str, str]] = _half(0)
+HELD_OUT: list[tuple[str, str]] = _half(1) + FRESH
