@@ -28,7 +28,8 @@ demo: install
 chromium:
 	test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium)
 
-test: install chromium
+# lint and the docs' strict build run first: CI fails on a lint, type or broken-link error too
+test: install chromium lint docs
 	$(BIN)/python -m pytest -q
 
 test-fast: install
@@ -48,6 +49,7 @@ test-unit: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+
 # The reference in docs/ as a site in site/; --strict fails on a broken link, anchor or nav entry.
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet

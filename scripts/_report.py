@@ -7,8 +7,9 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 QUERY_SIZES_FULL = (10_000, 100_000, 1_000_000)
 QUERY_SIZES_QUICK = (5_000, 20_000)

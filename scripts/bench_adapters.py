@@ -23,16 +23,16 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
+from bench_memory import QUERIES, SUBJECTS, VERBS  # one corpus vocabulary for the memory benchmarks
 
 import eidetica
 from eidetica.integrations.langgraph import EideticaStore
 from eidetica.providers import Embedder, LocalEmbedder, default_embedder
-
-from bench_memory import QUERIES, SUBJECTS, VERBS  # one corpus vocabulary for the memory benchmarks
 
 NS = ("memories", "user-1")
 

@@ -21,9 +21,11 @@ import threading
 import time
 from pathlib import Path
 
-import eidetica
 from bench_server import seed, serve  # scripts/ is the script's directory: its sys.path[0]
+
+import eidetica
 from eidetica.cli import make_embedder
+
 
 def _burst_threads(client: object, queries: list[str]) -> tuple[float, float, int]:
     """One burst on N threads; (wall s, CPU s of this process, threads alive at the peak)."""

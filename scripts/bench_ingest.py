@@ -18,8 +18,9 @@ import json
 import pstats
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_longmemeval import DEFAULT_DATA, load_questions, measure_ingest  # noqa: E402

@@ -21,9 +21,10 @@ import shutil
 import statistics
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from bench_log import fresh, sqlite_log  # noqa: E402  (a sibling script: the same baseline table and disk hygiene)
+
 from eidetica.events import ArrowLog, MessageAppended, NewEvent
 
 SIZES = (1, 10, 100, 1000)

@@ -42,7 +42,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MEM0_TELEMETRY", "False")
 
 import eidetica  # noqa: E402
-from eidetica.actors import MemoryConfig  # noqa: E402
 from eidetica._util.blas import single_threaded_blas  # noqa: E402
+from eidetica.actors import MemoryConfig  # noqa: E402
 from eidetica.providers import LocalEmbedder, default_embedder, default_model_path  # noqa: E402
 
 USER = "ada"
@@ -313,7 +314,7 @@ def run_langgraph(st: Any, texts: list[str], qs: list[str], exact: list[list[int
     for name, store in stores:
         if hasattr(store, "setup"):
             store.setup()
-        out.update(peer_adds(name, lambda i, t: store.put(ns, f"m{i}", {"text": t}), texts))
+        out.update(peer_adds(name, lambda i, t: store.put(ns, f"m{i}", {"text": t}), texts))  # noqa: B023 (called within the iteration)
 
         def search(q: str, store: Any = store) -> list[int]:
             return [int(item.key[1:]) for item in store.search(ns, query=q, limit=TOP_K)]

@@ -43,9 +43,10 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_locomo import (  # noqa: E402  (shared with the LoCoMo evaluation)

@@ -57,9 +57,9 @@ def test_error_tree_is_flat_under_one_root() -> None:
 
 
 def test_every_public_function_is_documented_and_typed() -> None:
+    import importlib
     import inspect
     import pkgutil
-    import importlib
 
     missing = []
     for mod_info in pkgutil.walk_packages(eidetica.__path__, "eidetica."):
@@ -110,9 +110,9 @@ def test_errors_survive_pickling_with_their_fields() -> None:
 
 def test_docstrings_point_to_no_file_the_checkout_lacks() -> None:
     """A docstring naming DESIGN.md sends a reader to a file the package does not ship (issue #36)."""
+    import importlib
     import inspect
     import pkgutil
-    import importlib
     from pathlib import Path
 
     root = Path(eidetica.__file__).resolve().parents[2]

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import memory as _memory
+from ._remote.aclient import connect_async
+from ._remote.aio import AsyncMemory
+from ._remote.client import connect
+from .actors import Hit, MemoryConfig, Message
 from .errors import *  # noqa: F403 - the whole flat error tree is public
 from .errors import __all__ as _errors_all
-from .actors import Hit, MemoryConfig, Message
 from .events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, EventLog, InMemoryLog, NewEvent, RecordedEvent
-from . import memory as _memory
 from .memory import Memory, SessionHandle, open
-from ._remote.client import connect
-from ._remote.aio import AsyncMemory
-from ._remote.aclient import connect_async
 
 
 def _ray_opener() -> Any:

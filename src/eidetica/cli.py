@@ -6,9 +6,10 @@ import datetime as dt
 import json
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -86,7 +87,7 @@ def _open(path: Path, tenant: str, model: str | None, *, create: bool = False, r
 @app.command()
 def demo(
     path: Path = typer.Option(Path("eidetica-demo"), "--path", "-p", help="where the demo store goes"),
-    model: Optional[str] = MODEL,
+    model: str | None = MODEL,
 ) -> None:
     """Ingest a small realistic sample through the public API and show what memory gives back."""
     from .demo import run_demo
@@ -98,7 +99,7 @@ def demo(
 def remember(
     content: str,
     category: str = typer.Option("general", "--category", "-c"),
-    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL,
 ) -> None:
     """Store a fact about a user (creates the store when there is none)."""
     with _open(path, tenant, model, create=True) as m:
@@ -124,10 +125,10 @@ def _hits_json(hits: list[Any]) -> str:
 def recall(
     query: str,
     top_k: int = typer.Option(5, "--top-k", "-k", min=1, max=10_000),
-    category: Optional[str] = typer.Option(None, "--category", "-c"),
+    category: str | None = typer.Option(None, "--category", "-c"),
     as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
-    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
-    as_of: Optional[str] = AS_OF,
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL, read_only: bool = READ_ONLY,
+    as_of: str | None = AS_OF,
 ) -> None:
     """The user's facts most relevant to QUERY."""
     with _open(path, tenant, model, read_only=read_only) as live, _at(live, as_of) as m:
@@ -137,11 +138,11 @@ def recall(
 
 @app.command("list")
 def list_(
-    category: Optional[str] = typer.Option(None, "--category", "-c"),
+    category: str | None = typer.Option(None, "--category", "-c"),
     limit: int = typer.Option(20, "--limit", "-n", min=1),
     as_json: bool = typer.Option(False, "--json"),
-    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
-    as_of: Optional[str] = AS_OF,
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL, read_only: bool = READ_ONLY,
+    as_of: str | None = AS_OF,
 ) -> None:
     """The user's active facts, strongest first."""
     with _open(path, tenant, model, read_only=read_only) as live, _at(live, as_of) as m:
@@ -151,7 +152,7 @@ def list_(
 
 @app.command()
 def forget(
-    fact_id: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL
+    fact_id: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL
 ) -> None:
     """Forget one fact (run `compact` to erase it from disk)."""
     with _open(path, tenant, model) as m:
@@ -160,7 +161,7 @@ def forget(
 
 
 @app.command()
-def why(fact_id: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+def why(fact_id: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL) -> None:
     """Where a fact came from and how it changed (JSON): sources, extractor, reinforcements, supersession, deletion."""
     with _open(path, tenant, model) as m:
         console.print_json(json.dumps(m.explain(fact_id, user=user)))
@@ -168,10 +169,10 @@ def why(fact_id: str, user: str = USER, path: Path = PATH, tenant: str = TENANT,
 
 @app.command()
 def reextract(
-    llm: Optional[str] = typer.Option(None, "--llm", help="'offline' (the default rules) or a model of an "
+    llm: str | None = typer.Option(None, "--llm", help="'offline' (the default rules) or a model of an "
                                       "OpenAI-compatible endpoint ($OPENAI_BASE_URL, $OPENAI_API_KEY)"),
-    user: Optional[str] = typer.Option(None, "--user", "-u", help="one user (default: every user)"),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    user: str | None = typer.Option(None, "--user", "-u", help="one user (default: every user)"),
+    path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL,
 ) -> None:
     """Run the extractor again over the stored user messages and bring the facts in line (resumable)."""
     from .providers import OfflineLLM, OpenAILLM
@@ -184,9 +185,9 @@ def reextract(
 @app.command()
 def revert(
     session_id: str,
-    since: Optional[str] = typer.Option(None, "--since", help="only messages from this ISO time on (with a zone)"),
+    since: str | None = typer.Option(None, "--since", help="only messages from this ISO time on (with a zone)"),
     messages: bool = typer.Option(False, "--messages", help="take the messages back too"),
-    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    user: str = USER, path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL,
 ) -> None:
     """Retract every fact and note a session wrote (as events; `why` shows a fact's); reverting twice changes nothing."""
     from datetime import datetime
@@ -198,8 +199,8 @@ def revert(
 
 @app.command()
 def note(
-    text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
-    session: Optional[str] = typer.Option(None, "--session", help="the session it is written during (its revert deletes it)"),
+    text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL,
+    session: str | None = typer.Option(None, "--session", help="the session it is written during (its revert deletes it)"),
 ) -> None:
     """Store a note about a user; prints its id (creates the store when there is none)."""
     with _open(path, tenant, model, create=True) as m:
@@ -208,7 +209,7 @@ def note(
 
 @app.command("update-note")
 def update_note(
-    note_id: str, text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    note_id: str, text: str, user: str = USER, path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL,
 ) -> None:
     """Replace a note's text, keeping its id."""
     with _open(path, tenant, model) as m:
@@ -218,8 +219,8 @@ def update_note(
 
 @app.command()
 def sessions(
-    user: Optional[str] = typer.Option(None, "--user", "-u"), path: Path = PATH, tenant: str = TENANT,
-    model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
+    user: str | None = typer.Option(None, "--user", "-u"), path: Path = PATH, tenant: str = TENANT,
+    model: str | None = MODEL, read_only: bool = READ_ONLY,
 ) -> None:
     """Sessions, most recently updated first."""
     with _open(path, tenant, model, read_only=read_only) as m:
@@ -235,9 +236,9 @@ def sessions(
 @app.command()
 def history(
     session: str,
-    limit: Optional[int] = typer.Option(None, "--limit", "-n", min=1),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
-    as_of: Optional[str] = AS_OF,
+    limit: int | None = typer.Option(None, "--limit", "-n", min=1),
+    path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL, read_only: bool = READ_ONLY,
+    as_of: str | None = AS_OF,
 ) -> None:
     """The stored messages of SESSION."""
     with _open(path, tenant, model, read_only=read_only) as live, _at(live, as_of) as m:
@@ -253,10 +254,10 @@ def history(
 
 @app.command()
 def export(
-    output: Optional[Path] = typer.Option(
+    output: Path | None = typer.Option(
         None, "--output", "-o", help="JSONL file, or .parquet (default: memories-<tenant>-<date>.jsonl here)"
     ),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
+    path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL, read_only: bool = READ_ONLY,
 ) -> None:
     """Export the tenant's events (JSONL by default, Parquet for a .parquet name)."""
     import datetime as dt
@@ -269,7 +270,7 @@ def export(
 
 
 @app.command("import")
-def import_(file: Path, path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+def import_(file: Path, path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL) -> None:
     """Import events written by `export` into the tenant (what the store holds already is skipped; creates the store)."""
     with _open(path, tenant, model, create=True) as m:
         n = m.import_(file)
@@ -285,7 +286,7 @@ def clear(
     sessions_only: bool = typer.Option(False, "--sessions-only"),
     memories_only: bool = typer.Option(False, "--memories-only"),
     force: bool = typer.Option(False, "--force", help="do not ask"),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL,
 ) -> None:
     """Forget all sessions and/or memories of the tenant (asks first on a terminal)."""
     if sessions_only and memories_only:
@@ -306,8 +307,8 @@ def clear(
 
 @app.command()
 def rebuild(
-    projection: Optional[str] = typer.Option(None, "--projection", help="one projection by name (default: all)"),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    projection: str | None = typer.Option(None, "--projection", help="one projection by name (default: all)"),
+    path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL,
 ) -> None:
     """Drop the projections and replay the log into them, with progress."""
     from rich.progress import Progress
@@ -324,7 +325,7 @@ def rebuild(
 
 
 @app.command()
-def compact(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+def compact(path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL) -> None:
     """Rewrite the log and indices without forgotten data."""
     with _open(path, tenant, model) as m:
         report = m.compact()
@@ -334,7 +335,7 @@ def compact(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODE
 @app.command()
 def reembed(
     model: str = typer.Option(..., "--model", help="the new embedder (see --model of other commands)"),
-    old: Optional[str] = typer.Option(None, "--from", help="the store's current embedder (default minilm)"),
+    old: str | None = typer.Option(None, "--from", help="the store's current embedder (default minilm)"),
     path: Path = PATH, tenant: str = TENANT,
 ) -> None:
     """Re-embed every stored text with a new model and switch the store to it."""
@@ -359,10 +360,10 @@ def _open_fleet(path: Path, tenant: str, model: str | None, address: str) -> Any
 
 @app.command()
 def usage(
-    as_json: bool = typer.Option(False, "--json"), user: Optional[str] = typer.Option(None, "--user"),
-    since: Optional[dt.datetime] = typer.Option(None, "--since", help="from this UTC time on"),
-    until: Optional[dt.datetime] = typer.Option(None, "--until", help="before this UTC time"),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL, read_only: bool = READ_ONLY,
+    as_json: bool = typer.Option(False, "--json"), user: str | None = typer.Option(None, "--user"),
+    since: dt.datetime | None = typer.Option(None, "--since", help="from this UTC time on"),
+    until: dt.datetime | None = typer.Option(None, "--until", help="before this UTC time"),
+    path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL, read_only: bool = READ_ONLY,
 ) -> None:
     """What the LLM cost: calls and tokens of the tenant's ledger, by model, purpose, user and day."""
     utc = [None if t is None else t.replace(tzinfo=t.tzinfo or dt.timezone.utc) for t in (since, until)]
@@ -383,8 +384,8 @@ def usage(
 
 @app.command()
 def stats(
-    as_json: bool = typer.Option(False, "--json"), path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
-    address: Optional[str] = typer.Option(
+    as_json: bool = typer.Option(False, "--json"), path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL,
+    address: str | None = typer.Option(
         None, "--address", help="a store run by a Ray fleet: the cluster's address ('auto' on a node of it)"),
     read_only: bool = READ_ONLY,
 ) -> None:
@@ -418,7 +419,7 @@ def stats(
 
 
 @app.command()
-def snapshot(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+def snapshot(path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL) -> None:
     """Write a snapshot of the in-memory state now (a start then replays only what follows it)."""
     t = time.perf_counter()
     with _open(path, tenant, model) as m:
@@ -464,9 +465,9 @@ def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="address to bind (non-loopback needs API keys)"),
     port: int = typer.Option(8765, "--port", min=0, max=65535),
     runtime: str = typer.Option("local", "--runtime", help="local | ray"),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray address (with --runtime ray)"),
+    address: str | None = typer.Option(None, "--address", help="Ray address (with --runtime ray)"),
     max_import_mb: int = typer.Option(512, "--max-import-mb", min=1, help="largest POST /v1/import body (MiB)"),
-    path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL,
+    path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL,
 ) -> None:
     """Serve the store over HTTP (JSON API, /docs, /mcp); clients use eidetica.connect(url, api_key=...)."""
     from . import memory
@@ -482,7 +483,7 @@ def serve(
 
 
 @app.command()
-def mcp(path: Path = PATH, tenant: str = TENANT, model: Optional[str] = MODEL) -> None:
+def mcp(path: Path = PATH, tenant: str = TENANT, model: str | None = MODEL) -> None:
     """Serve the store as MCP tools over stdio (for desktop and coding agents; creates the store when there is none)."""
     from ._server import serve_mcp_stdio
 

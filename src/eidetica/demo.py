@@ -103,7 +103,7 @@ def run_demo(path: Path, embedder: Any, console: Console) -> dict[str, float]:
         for user, question in sample["questions"]:
             hits = m.recall(question, top_k=3, user=user)
             table.add_row(user, escape(question), escape("\n".join(str(h) for h in hits)) or "-")
-        timings["recall x%d" % len(sample["questions"])] = time.perf_counter() - t
+        timings[f"recall x{len(sample['questions'])}"] = time.perf_counter() - t
         console.print(table)
 
         t = time.perf_counter()

@@ -8,9 +8,25 @@ import os
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
+from ._store import asof as _asof
+from ._store import audit as _audit
+from ._store import context as _context
+from ._store import reembed as _reembed
+from ._store import reextract as _reextract
+from ._store import revert as _revert
+from ._store.context import CONTEXT_TOKENS
+from ._store.erasure import compact, forget_session
+from ._store.floor import floor_from_json
+from ._store.items import Items
+from ._store.owners import append_through_owner
+from ._store.pending import WRITE_ERROR_MODES, PendingWrites
+from ._store.searching import check_k, holds, search_hits, shown, to_hit
+from ._store.session_handle import SessionHandle
+from ._store.transfer import export_events, import_events, tenant_events
 from .actors import (
     STRATEGIES,
     ActorSnapshots,
@@ -21,30 +37,25 @@ from .actors import (
     Runtime,
     Schedules,
     SessionActor,
+    _usage,
 )
-from ._store import asof as _asof, audit as _audit, reembed as _reembed, reextract as _reextract, revert as _revert
-from ._store.erasure import compact, forget_session
-from ._store.owners import append_through_owner
-from ._store.items import Items
-from .projections._names import names_in, strip_names
-from ._store.searching import check_k, holds, search_hits, shown, to_hit
-from ._store.session_handle import SessionHandle
-from ._store.transfer import export_events, import_events, tenant_events
-from .projections._relative import check_now
-from .actors import _usage
 from .actors._text import check_id, check_metadata, check_text, sanitize_category
 from .errors import InvalidInput, ProviderError, ReplicaBehind
 from .events import ArrowLog, EventLog, RecordedEvent
-from ._store.pending import WRITE_ERROR_MODES, PendingWrites
-from ._store.floor import floor_from_json
 from .events.streams import parse_stream
 from .projections import LocalViews, NoteInfo, SearchHit
-from ._store import context as _context
-from ._store.context import CONTEXT_TOKENS
-from .projections._ranking import FACT_MIN_SCORE, MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS, default_options
-from .providers import LLM, Embedder, OfflineLLM, default_embedder
-from .projections._ranking import check_min_score
+from .projections._names import names_in, strip_names
+from .projections._ranking import (
+    FACT_MIN_SCORE,
+    MIN_SCORE,
+    SEARCH_DEFAULTS,
+    SEARCH_KINDS,
+    check_min_score,
+    default_options,
+)
+from .projections._relative import check_now
 from .projections._rows import check_kinds
+from .providers import LLM, Embedder, OfflineLLM, default_embedder
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]  # SessionHandle: _store/session_handle.py
 
@@ -76,7 +87,7 @@ def open(  # noqa: A001 - the contract's name
     on_write_error: str = "raise",
     read_only: bool = False,
     **options: Any,
-) -> "Memory":
+) -> Memory:
     """Open (or create) a memory store at ``path`` for one tenant.
 
     ``on_write_error="queue"``: best effort, a write the disk refuses never raises into the
@@ -171,7 +182,7 @@ class Memory:
         if self.config.auto_extract:
             self._resume_extraction()
 
-    def for_tenant(self, tenant: str) -> "Memory":
+    def for_tenant(self, tenant: str) -> Memory:
         """The same store seen as another tenant (shares the log, indices and actors)."""
         import copy
 
@@ -232,7 +243,7 @@ class Memory:
         finally:
             self.log.close()
 
-    def __enter__(self) -> "Memory":
+    def __enter__(self) -> Memory:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -324,7 +335,7 @@ class Memory:
     # -- sessions --------------------------------------------------------------------
     def session(
         self, session_id: str, *, user: str, strategy: str | None = None, buffer: int = 0, flush_seconds: float = 0.05
-    ) -> "SessionHandle":
+    ) -> SessionHandle:
         """A handle on one conversation of a user (created on first append).
 
         ``buffer=N`` keeps up to N appends locally and writes them in one call (one round
@@ -776,7 +787,7 @@ class Memory:
         """A fact's life: source messages, extractor, reinforcements, supersession, decay, pruning, deletion."""
         return _audit.explain(self, fact_id, user)
 
-    def as_of(self, when: Any) -> "Memory":
+    def as_of(self, when: Any) -> Memory:
         """The store as it was at ``when`` (aware datetime or log offset), read-only: writes raise ``ReadOnly``."""
         return _asof.as_of(self, when)
 

@@ -16,8 +16,8 @@ from eidetica.actors.curator import _VectorSet
 from eidetica.errors import InvalidInput
 from eidetica.events.streams import facts_stream
 from eidetica.providers import HashEmbedder
-
 from tests.support.clock import T0, Clock
+
 
 def commits(m: eidetica.Memory, user: str = "u") -> int:
     """Record batches (one per commit, so one fsync each) holding the user's facts stream."""

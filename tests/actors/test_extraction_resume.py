@@ -13,8 +13,8 @@ import pytest
 
 import eidetica
 from eidetica.actors import MemoryConfig
-from eidetica.events import ExtractionCompleted
 from eidetica.errors import ProviderError
+from eidetica.events import ExtractionCompleted
 from eidetica.events.streams import facts_stream
 from eidetica.providers import HashEmbedder, OfflineLLM
 from tests.support import SUPPORT

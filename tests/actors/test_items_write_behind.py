@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 import eidetica
 from eidetica.actors.items import ItemsActor, WriteBehind, item_id

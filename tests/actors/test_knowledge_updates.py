@@ -11,7 +11,6 @@ import eidetica
 from eidetica.actors.curator import RELATED_FACTS
 from eidetica.providers import HashEmbedder, OpenAILLM
 from eidetica.providers._offline import fact_attribute
-
 from tests.support.openai_server import FakeOpenAI
 
 

@@ -12,7 +12,6 @@ import pytest
 from eidetica.actors import LocalRuntime, Runtime
 from eidetica.events import ArrowLog, EventLog
 from eidetica.providers import Embedder, HashEmbedder, OfflineLLM
-
 from tests.contracts.embedder import EmbedderConformance
 from tests.contracts.log import LogConformance
 from tests.contracts.runtime import CONFIG, RuntimeConformance, clock

@@ -24,7 +24,6 @@ from eidetica.actors.session import SessionActor
 from eidetica.events.streams import session_stream
 from eidetica.projections._snapshot import SnapshotWarning
 from eidetica.providers import HashEmbedder, OfflineLLM
-
 from tests.support.clock import Clock
 from tests.support.words import WORDS
 

@@ -22,10 +22,9 @@ from eidetica.actors.items import ItemsActor, item_id
 from eidetica.actors.notes import NotesActor
 from eidetica.actors.schedules import SchedulesActor
 from eidetica.events import ChunksEmbedded, ItemPut, NewEvent
-from eidetica.events.streams import items_stream, notes_stream
+from eidetica.events.streams import items_stream
 from eidetica.projections._snapshot import SnapshotWarning
 from eidetica.providers import HashEmbedder
-
 from tests.support.clock import Clock
 from tests.support.words import WORDS
 

@@ -21,7 +21,6 @@ from eidetica.actors.schedules import SchedulesActor
 from eidetica.errors import WrongExpectedVersion
 from eidetica.events import NewEvent, NoteDeleted
 from eidetica.providers import HashEmbedder
-
 from tests.support.clock import Clock
 
 TICK = dt.timedelta(seconds=1)  # every reading of the clock is a second later

@@ -13,8 +13,9 @@ import hashlib
 import random
 import re
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest

@@ -16,7 +16,6 @@ import pytest
 
 from eidetica.errors import CorruptLog, InvalidInput, StoreLocked
 from eidetica.events import LOG_SCHEMA, NO_STREAM, ArrowLog, NewEvent
-
 from tests.contracts.log import all_events, msg
 
 
@@ -90,7 +89,7 @@ def test_segments_are_plain_arrow_ipc_streams(tmp_path) -> None:
 
 def test_segments_roll_by_size(tmp_path) -> None:
     with ArrowLog(tmp_path / "log", segment_bytes=4096) as log:
-        for i in range(40):
+        for _i in range(40):
             log.append("a", [NewEvent(type="X", payload=os.urandom(300))])
         assert len(log.segments()) > 3
         assert [e.offset for e in all_events(log)] == list(range(40))

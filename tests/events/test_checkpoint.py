@@ -15,7 +15,6 @@ from eidetica.errors import EventIdConflict, InvalidInput
 from eidetica.events import ArrowLog
 from eidetica.events.arrow_log import CHECKPOINT_MAGIC, CHECKPOINT_NAME, CheckpointWarning
 from eidetica.events.log import _IdIndex
-
 from tests.contracts.log import all_events, msg
 from tests.support import ROOT
 

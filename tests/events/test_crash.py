@@ -12,7 +12,6 @@ import time
 import pytest
 
 from eidetica.events import ArrowLog
-
 from tests.support import SUPPORT
 from tests.support._crash_child import event
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from eidetica.events import ArrowLog, BatchLog, InMemoryLog
-
 from tests.contracts.log import msg
 
 

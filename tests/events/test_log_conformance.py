@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from eidetica.events import ArrowLog, EventLog, InMemoryLog
-
 from tests.contracts.log import LogConformance
 
 

@@ -16,7 +16,6 @@ import pytest
 
 from eidetica.events import ArrowLog, NewEvent
 from eidetica.events import arrow_log as arrow_log_module
-
 from tests.support._powerloss import PowerLossOs
 
 NS = uuid.UUID("0b5e55ed-0000-4000-8000-000000000000")

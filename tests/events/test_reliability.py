@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
-import uuid
 import zlib
 
 import pytest
@@ -13,9 +11,8 @@ from hypothesis import strategies as st
 
 from eidetica.errors import CorruptLog, EventIdConflict, WrongExpectedVersion
 from eidetica.events import ANY, NO_STREAM, STREAM_EXISTS, ArrowLog, NewEvent
-
-from tests.support._tmpfs import mounted_tmpfs
 from tests.contracts.log import all_events
+from tests.support._tmpfs import mounted_tmpfs
 
 
 @pytest.fixture
@@ -31,7 +28,7 @@ def test_full_disk_fails_cleanly_and_recovers(tiny_disk) -> None:
     log = ArrowLog(tiny_disk / "log")
     acked = []
     with pytest.raises(OSError) as ei:
-        for i in range(10_000):
+        for _i in range(10_000):
             ev = NewEvent(type="X", payload=os.urandom(4000))
             log.append("s", [ev])
             acked.append(ev)

@@ -21,9 +21,7 @@ import eidetica  # noqa: E402
 from eidetica.errors import InvalidInput  # noqa: E402
 from eidetica.integrations.langgraph import EideticaStore  # noqa: E402
 from eidetica.providers import HashEmbedder  # noqa: E402
-
 from tests.support.clock import Clock  # noqa: E402
-
 
 LG_T0 = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.timezone.utc)
 

@@ -10,10 +10,10 @@ import eidetica
 from eidetica.actors import MemoryConfig
 from eidetica.errors import InvalidInput
 from eidetica.providers import HashEmbedder, OpenAILLM
-
 from tests.support._tmpfs import mounted_tmpfs
 from tests.support.clock import T0
 from tests.support.openai_server import FakeOpenAI
+
 
 # -- 3: a resumed history starts with a question ---------------------------------------
 def test_restore_and_read_do_not_start_with_an_answer(tmp_path, clock) -> None:
@@ -234,7 +234,7 @@ def small_disk(tmp_path):
     yield from mounted_tmpfs(tmp_path / "small", "32m")
 
 
-def _fill(disk) -> "object":
+def _fill(disk) -> object:
     """Fill the disk to the last byte; returns the filler file."""
     filler = disk / "filler"
     with open(filler, "wb") as f:

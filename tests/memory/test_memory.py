@@ -6,8 +6,8 @@ import datetime as dt
 import json
 import subprocess
 import sys
-import threading
 import textwrap
+import threading
 import time
 import uuid
 
@@ -17,11 +17,10 @@ import pytest
 import eidetica
 import eidetica._remote.client
 from eidetica.actors import MemoryConfig, Summarizer
-from eidetica.errors import EmbeddingModelChanged, EventIdConflict, InvalidInput, NotFound, WrongExpectedVersion
+from eidetica.errors import EmbeddingModelChanged, EventIdConflict, InvalidInput, NotFound
 from eidetica.events.streams import facts_stream, session_stream, summary_stream
 from eidetica.projections._ranking import default_options
 from eidetica.providers import HashEmbedder, OfflineLLM
-
 from tests.support.clock import T0
 from tests.support.memories import ray_options
 
@@ -359,7 +358,7 @@ def test_summary_race_has_one_winner_per_epoch(tmp_path, clock) -> None:
             results = [None, None]
 
             def run(k: int) -> None:
-                results[k] = racers[k].summarize(s._actor, force=True)
+                results[k] = racers[k].summarize(s._actor, force=True)  # noqa: B023 (joined within the iteration)
 
             ts = [threading.Thread(target=run, args=(k,)) for k in range(2)]
             for t in ts:

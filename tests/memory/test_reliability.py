@@ -11,14 +11,13 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import eidetica
-from eidetica.errors import CorruptLog, EideticaError, InvalidInput, NotFound, StoreLocked
+from eidetica.errors import CorruptLog, InvalidInput, NotFound
 from eidetica.providers import HashEmbedder
 from tests.support import SUPPORT
 

@@ -22,7 +22,6 @@ from eidetica.events import (
     UserForgotten,
 )
 from eidetica.projections import ChunkIndex, Projection, Projector
-
 from tests.contracts.projection import DIM, ProjectionConformance, Workload, emb, hvec
 
 UTC = dt.timezone.utc

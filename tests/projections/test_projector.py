@@ -11,7 +11,6 @@ import pytest
 from eidetica.errors import InvalidInput
 from eidetica.events import ArrowLog, FactAsserted, NewEvent
 from eidetica.projections import ChunkIndex, Projector, StateProjection
-
 from tests.contracts.projection import DIM, Workload, emb, hvec
 
 

@@ -20,7 +20,6 @@ from eidetica.events import (
 )
 from eidetica.projections import ChunkIndex, Projector
 from eidetica.providers import HashEmbedder
-
 from tests.contracts.projection import DIM, Workload, eid
 
 # 0: every batch spilled; 1 and 5: spills all along (deletes and confidence changes reach rows

@@ -12,9 +12,8 @@ import math
 import numpy as np
 import pytest
 
-from eidetica.events import ArrowLog, FactDeleted, NoteDeleted, SessionForgotten, UserForgotten, NewEvent
+from eidetica.events import ArrowLog, FactDeleted, NewEvent, NoteDeleted, SessionForgotten, UserForgotten
 from eidetica.projections import ChunkIndex, Projector
-
 from tests.contracts.projection import DIM, emb, hvec
 
 

@@ -29,7 +29,6 @@ from eidetica.events import (
     UserForgotten,
 )
 from eidetica.projections import Projection, Projector, StateProjection
-
 from tests.contracts.projection import ProjectionConformance, Workload
 
 

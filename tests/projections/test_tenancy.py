@@ -12,7 +12,6 @@ from eidetica.errors import InvalidInput
 from eidetica.events import ArrowLog, ChunksEmbedded, NewEvent
 from eidetica.projections import ChunkIndex, Projector, StateProjection
 from eidetica.projections._rows import KINDS
-
 from tests.contracts.projection import DIM, hvec
 
 NASTY = [

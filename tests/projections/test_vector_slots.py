@@ -72,7 +72,7 @@ def test_top_equals_a_full_scan(seed) -> None:
     rng = rows.rng
     vs, live = VectorSlots(DIM, rank=4, bound_from=8), {}
     bounded = 0
-    for step in range(1200):
+    for _step in range(1200):
         churn(vs, rows, live)
         if not live:
             continue

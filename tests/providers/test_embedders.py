@@ -25,7 +25,6 @@ from eidetica.providers import (
     default_embedder,
     default_model_path,
 )
-
 from tests.contracts.embedder import EmbedderConformance, cos
 from tests.support.openai_server import FakeOpenAI
 

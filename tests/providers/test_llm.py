@@ -17,7 +17,6 @@ from eidetica.providers import (
     count_tokens,
     default_embedder,
 )
-
 from tests.contracts.llm import LLMConformance
 from tests.support.openai_server import FakeOpenAI
 

@@ -11,7 +11,6 @@ import pytest
 from eidetica.errors import DimensionMismatch, InvalidInput, ProviderError
 from eidetica.providers import HashEmbedder, OpenAIEmbedder, OpenAILLM, count_tokens
 from eidetica.providers._openai import EXTRACTION_PROMPT, SUMMARY_PROMPT
-
 from tests.support.openai_server import FakeOpenAI
 
 FAST = {"backoff": 0.01}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 
@@ -14,8 +12,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 ray = pytest.importorskip("ray")
 
 import eidetica  # noqa: E402
-from eidetica.actors import MemoryConfig  # noqa: E402
 from eidetica._ray import ActorHost, shutdown_store, store_key  # noqa: E402
+from eidetica.actors import MemoryConfig  # noqa: E402
 from eidetica.events import ArrowLog  # noqa: E402
 from eidetica.events.streams import session_stream, summary_stream  # noqa: E402
 from eidetica.providers import HashEmbedder  # noqa: E402

@@ -15,10 +15,11 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, example, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 import eidetica
-from eidetica._server import KeyStore, build, check_bind
+from eidetica._server import KeyStore, check_bind
 from eidetica.errors import InvalidInput, NotFound, Unauthorized
 from eidetica.providers import HashEmbedder
 from tests.support import SUPPORT

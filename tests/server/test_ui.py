@@ -12,7 +12,6 @@ import random
 import re
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import httpx
 import pytest
@@ -276,9 +275,9 @@ def test_without_keys_only_a_loopback_host_name_gets_the_pages(tmp_path) -> None
     """Keyless loopback serving: a page reached under another host name (DNS rebinding) is refused."""
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64)) as m:
         m.remember("Erin likes chess", user="erin")
-        from eidetica._server import build
-
         from starlette.testclient import TestClient  # sync: this module's browser runs Playwright's own loop
+
+        from eidetica._server import build
 
         app = build(m, mcp=False)
 

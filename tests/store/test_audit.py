@@ -17,7 +17,6 @@ import pytest
 import eidetica
 from eidetica.errors import InvalidInput, NotFound
 from eidetica.providers import HashEmbedder
-
 from tests.support.clock import T0, Clock
 
 AGE30, AGE31 = "I am 30 years old.", "I am 31 years old."  # near-duplicates the offline checker calls contradictory

@@ -109,7 +109,7 @@ def test_usage_over_connect_http_cli_and_metrics_and_exactly_once_across_a_sigki
                                                                server.chat_usage["output_tokens"])
             assert httpx.get(f"{served.url}/v1/usage", params={"user": "ada"}).json() == c.usage(user="ada")
             metrics = httpx.get(f"{served.url}/metrics").text
-            assert f'eidetica_llm_tokens_total{{direction="input",model="gpt-test",purpose="extract"}}' in metrics
+            assert 'eidetica_llm_tokens_total{direction="input",model="gpt-test",purpose="extract"}' in metrics
             assert 'eidetica_llm_calls_total{model="gpt-test",outcome="ok",purpose="extract"}' in metrics
             # a SIGKILL while extractions may be in flight, then a restart: each message's extraction is in
             # the ledger exactly once (a call whose result was lost is not; a resumed one is, once)

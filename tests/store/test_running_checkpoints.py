@@ -5,7 +5,6 @@ open scans only what followed the last checkpoint and loses no acknowledged even
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -63,7 +62,7 @@ def test_checkpoints_cut_while_appending_survive_a_sigkill(tmp_path: Path, acks:
         assert log.recovered_events[0] == head - covered  # only the tail after the checkpoint was scanned
         assert covered < head or covered == head
         by_offset = {r.offset: r for r in log.read(0)}
-        for i, n, first, last in acked:  # nothing acknowledged is lost, every event where it was acknowledged
+        for i, n, first, _last in acked:  # nothing acknowledged is lost, every event where it was acknowledged
             for k in range(n):
                 r = by_offset[first + k]
                 assert r.event_id == uuid.uuid5(NS, str(i + k)) and r.payload == f"{i + k}".encode()

@@ -10,10 +10,9 @@ import os
 import signal
 import sys
 
-from eidetica.events import ArrowLog
-from eidetica.events import arrow_log
-
 from _crash_child import event  # noqa: E402 - run as a script from tests/support/
+
+from eidetica.events import ArrowLog, arrow_log
 
 
 def main() -> None:
@@ -28,8 +27,8 @@ def main() -> None:
 
             def torn(fd: int, data: bytes | memoryview) -> None:
                 cut = max(1, min(len(data) - 1, int(len(data) * fraction)))
-                print(f"TEAR {rnd} {i} {n} {cut} {len(data)}", flush=True)
-                real(fd, memoryview(data)[:cut])
+                print(f"TEAR {rnd} {i} {n} {cut} {len(data)}", flush=True)  # noqa: B023 (the child dies within the iteration)
+                real(fd, memoryview(data)[:cut])  # noqa: B023
                 os.kill(os.getpid(), signal.SIGKILL)
 
             arrow_log._write_all = torn

@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 
 import eidetica  # noqa: E402
 from eidetica.providers import HashEmbedder  # noqa: E402
-
 from tests.support.model_ops import error_of, run  # noqa: E402
 
 _loops = threading.local()

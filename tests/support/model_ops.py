@@ -12,7 +12,8 @@ from __future__ import annotations
 import inspect
 import os
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["run", "error_of"]
 

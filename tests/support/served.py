@@ -42,7 +42,7 @@ class Served:
         self.proc: subprocess.Popen | None = None
         self.log = self.store.with_name(self.store.name + f".server-{self.port}.log")
 
-    def start(self, timeout: float = 120.0) -> "Served":
+    def start(self, timeout: float = 120.0) -> Served:
         """Start the process and wait until /healthz answers."""
         env = {k: v for k, v in os.environ.items() if k != "EIDETICA_MODEL"}
         if self.model is not None:

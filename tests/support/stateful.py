@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from .model import Model, Tokens
 from .model_checks import bad_inputs, scan_for_tokens

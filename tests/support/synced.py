@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from typing import Any, Awaitable
+from collections.abc import Awaitable
+from typing import Any
 
 from eidetica._remote.aio import AsyncFace
 
@@ -64,7 +65,7 @@ class Synced:
     def __len__(self) -> int:
         return self.loop.run(self.face.length())
 
-    def __enter__(self) -> "Synced":
+    def __enter__(self) -> Synced:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import contextlib
 import re
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterator
+from typing import Any
 
 import eidetica
 from eidetica.integrations.langgraph import EideticaStore
@@ -152,13 +153,13 @@ def _construction_sql(sql: str) -> None:
 class _Admin:
     """Stands in for the psycopg admin connection that creates and drops each test's database."""
 
-    def __enter__(self) -> "_Admin":
+    def __enter__(self) -> _Admin:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         return None
 
-    async def __aenter__(self) -> "_Admin":
+    async def __aenter__(self) -> _Admin:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

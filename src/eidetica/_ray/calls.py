@@ -7,7 +7,8 @@ import datetime as dt
 import hashlib
 import os
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import ray
 
@@ -96,7 +97,7 @@ def _collect(into: dict[int, int] | None) -> dict[int, int] | None:
     return before
 
 
-def _noted(offsets: dict[int, int], sink: "Written | None") -> None:
+def _noted(offsets: dict[int, int], sink: Written | None) -> None:
     """Record written offsets: into the ActorHost call on this thread (if any) and into ``sink``."""
     mine = getattr(_CALL, "offsets", None)
     if mine is not None:
@@ -105,7 +106,7 @@ def _noted(offsets: dict[int, int], sink: "Written | None") -> None:
         sink.note(offsets)
 
 
-def _unwrap(value: Any, sink: "Written | None") -> Any:
+def _unwrap(value: Any, sink: Written | None) -> Any:
     """A hosted actor's result, its written offsets noted (see ``_Wrote``)."""
     if isinstance(value, _Wrote):
         _noted(value.offsets, sink)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import ray
@@ -151,7 +152,7 @@ class RemoteEmbedder(Embedder):
             self.replicas.release(slot)
 
 
-def _node_embedder(embedder: Embedder | None, fleet: "RemoteEmbedder") -> Embedder:
+def _node_embedder(embedder: Embedder | None, fleet: RemoteEmbedder) -> Embedder:
     """This process's own copy of the fleet's embedding model (one per node), or the fleet's actor if they differ."""
     try:
         local = embedder if embedder is not None else default_embedder()

@@ -7,7 +7,8 @@ import datetime as dt
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ray
 

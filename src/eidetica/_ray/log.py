@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import ray
 

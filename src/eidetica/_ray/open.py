@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import ray
 
@@ -33,7 +34,7 @@ class FleetParts:
     llm: LLM
     config: MemoryConfig
     runtime: RayRuntime
-    views: "RemoteViews | ReplicatedViews"
+    views: RemoteViews | ReplicatedViews
 
 
 def join_cluster(address: str | None = None) -> None:

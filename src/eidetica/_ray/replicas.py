@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import pickle
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import ray
 
@@ -26,7 +27,7 @@ _GONE = (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnavailableError)
 class _ReplicaTarget:
     """Method calls on one attribute of the serving replica, each carrying the handle's read floor."""
 
-    def __init__(self, views: "ReplicatedViews", target: str) -> None:
+    def __init__(self, views: ReplicatedViews, target: str) -> None:
         self.views = views
         self.target = target
 

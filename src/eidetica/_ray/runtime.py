@@ -5,11 +5,21 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ray
 
-from ..actors import FactCurator, ItemsActor, MemoryConfig, NotesActor, Runtime, SchedulesActor, SessionActor, Summarizer
+from ..actors import (
+    FactCurator,
+    ItemsActor,
+    MemoryConfig,
+    NotesActor,
+    Runtime,
+    SchedulesActor,
+    SessionActor,
+    Summarizer,
+)
 from ..providers import LLM
 from .calls import ACTOR_OPTIONS, Written
 from .hosts import ActorHost, RemoteActor

@@ -21,8 +21,8 @@ from typing import Any
 import greenback
 import httpx
 
-from .aio import AsyncFace, AsyncMemory, portal
 from .._store.transfer import write_export
+from .aio import AsyncFace, AsyncMemory, portal
 from .client import POOL, RemoteMemory
 
 __all__ = ["connect_async", "aio"]
@@ -80,7 +80,7 @@ async def connect_async(url: str, api_key: str | None = None, *, timeout: float 
     return AsyncFace.of(core, portal)
 
 
-_faces: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_faces: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 async def aio(memory: Any) -> Any:
@@ -103,7 +103,7 @@ class _LoopTwin:
 
     def __init__(self, remote: RemoteMemory) -> None:
         self._remote = remote
-        self._by_loop: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]" = weakref.WeakKeyDictionary()
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
     async def face(self) -> Any:
         """This loop's async client."""

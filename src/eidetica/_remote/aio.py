@@ -23,15 +23,16 @@ import concurrent.futures
 import functools
 import inspect
 import weakref
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import greenback
 
-from .client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
 from .._store.items import Items
 from ..actors.schedules import Schedules
 from ..errors import InvalidInput
 from ..memory import Memory, SessionHandle
+from .client import RemoteItems, RemoteMemory, RemoteSchedules, RemoteSession
 
 __all__ = ["AsyncFace", "AsyncMemory", "portal"]
 

@@ -26,20 +26,21 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Optional
 from urllib.parse import quote
 
 import httpx
 import msgspec
 
+from .._store.context import CONTEXT_TOKENS
+from .._store.transfer import write_export
 from ..actors import STRATEGIES, Hit, Message
 from ..actors.schedules import ScheduleInfo
 from ..errors import InvalidInput, NotFound, Unavailable
-from .._store.context import CONTEXT_TOKENS
 from ..projections._ranking import MIN_SCORE, SEARCH_DEFAULTS, SEARCH_KINDS
 from ..projections._state import ItemInfo, NoteInfo, SessionInfo
-from .._store.transfer import write_export
 from .wire import WRITTEN_HEADER, error_from_body
 
 __all__ = ["connect", "RemoteMemory", "RemoteSession", "RemoteSchedules", "RemoteItems"]
@@ -52,8 +53,8 @@ _SESSIONS = msgspec.json.Decoder(list[SessionInfo])
 class _Run(msgspec.Struct):
     """The typed fields of a schedule run as JSON carries them (the rest of the run stays as sent)."""
 
-    run_at: Optional[dt.datetime] = None
-    run_at_local: Optional[dt.datetime] = None
+    run_at: dt.datetime | None = None
+    run_at_local: dt.datetime | None = None
 
 
 def _typed_runs(s: ScheduleInfo) -> ScheduleInfo:
@@ -79,10 +80,10 @@ class _ScheduleDecoder:
 
 _SCHEDULE = _ScheduleDecoder(ScheduleInfo)
 _SCHEDULES = _ScheduleDecoder(list[ScheduleInfo])
-_ITEM = msgspec.json.Decoder(Optional[ItemInfo])
-_FOUND = msgspec.json.Decoder(list[tuple[ItemInfo, Optional[float]]])
+_ITEM = msgspec.json.Decoder(Optional[ItemInfo])  # noqa: UP045 (a runtime type expression)
+_FOUND = msgspec.json.Decoder(list[tuple[ItemInfo, float | None]])
 _NOTES = msgspec.json.Decoder(list[NoteInfo])
-_POPPED = msgspec.json.Decoder(Optional[Message])
+_POPPED = msgspec.json.Decoder(Optional[Message])  # noqa: UP045 (a runtime type expression)
 _WRITTEN = msgspec.json.Decoder(dict[int, int])
 
 
@@ -125,7 +126,7 @@ POOL: dict[str, Any] = {"socket_options": [(socket.IPPROTO_TCP, socket.TCP_NODEL
                         "limits": httpx.Limits(max_keepalive_connections=32, max_connections=64)}
 
 
-def connect(url: str, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 3) -> "RemoteMemory":
+def connect(url: str, api_key: str | None = None, *, timeout: float = 60.0, retries: int = 3) -> RemoteMemory:
     """A client for the store served at ``url`` (``eidetica serve``), acting in ``api_key``'s tenant."""
     return RemoteMemory(url, api_key=api_key, timeout=timeout, retries=retries)
 
@@ -263,7 +264,7 @@ class RemoteMemory:
             self._closed = True
             self._http.close()
 
-    def __enter__(self) -> "RemoteMemory":
+    def __enter__(self) -> RemoteMemory:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -271,7 +272,7 @@ class RemoteMemory:
 
     # -- sessions ----------------------------------------------------------------------
     def session(self, session_id: str, *, user: str, strategy: str | None = None, buffer: int = 0,
-                flush_seconds: float = 0.05) -> "RemoteSession":
+                flush_seconds: float = 0.05) -> RemoteSession:
         """A handle on one conversation of a user (created on first append)."""
         if strategy is not None and strategy not in STRATEGIES:
             raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
@@ -332,7 +333,7 @@ class RemoteMemory:
         body = {"since": since.isoformat() if isinstance(since, dt.datetime) else since, "messages": messages}
         return self._call("POST", f"/v1/users/{_q(user)}/sessions/{_q(session_id)}/revert", json=body)
 
-    def as_of(self, when: Any) -> "RemoteMemory":
+    def as_of(self, when: Any) -> RemoteMemory:
         """The served store as it was at ``when`` (aware datetime or log offset), read-only: writes raise ``ReadOnly``."""
         if isinstance(when, dt.datetime) and when.utcoffset() is not None:
             at = when.isoformat()
@@ -498,7 +499,7 @@ class RemoteMemory:
         raise InvalidInput("embedder", "reembed runs where the store is: stop the server and run "
                            "`eidetica reembed --path <store> --from <current model> --model <new model>`")
 
-    def for_tenant(self, tenant: str) -> "RemoteMemory":
+    def for_tenant(self, tenant: str) -> RemoteMemory:
         """This client for its own tenant; another tenant is refused: over HTTP the tenant comes from the API key."""
         if tenant != self.tenant:
             raise InvalidInput("tenant", f"this client acts in its key's tenant {self.tenant!r}: "

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from .._remote.wire import error_body, status_of
 from .._util import observe as _observe
 from ..errors import Unauthorized
 from ..memory import Memory
-from .._remote.wire import error_body, status_of
 from ._keys import KeyStore
 from ._tracing import finish_span, request_span
 

@@ -26,21 +26,22 @@ import shutil
 import tempfile
 import threading
 import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .readonly import scratch_memory
-from ..projections._past import derive_past, rows_of
-from ..projections._tantivy import link_generation
-from ..projections._projector import BULK_EVENTS
-from ..projections._views import LocalViews, model_slug
 from ..errors import InvalidInput, ReadOnly
 from ..events import InMemoryLog
 from ..events.envelope import LOG_SCHEMA
+from ..projections._past import derive_past, rows_of
+from ..projections._projector import BULK_EVENTS
+from ..projections._tantivy import link_generation
+from ..projections._views import LocalViews, model_slug
+from .readonly import scratch_memory
 
 _CHUNK = 8192  # rows per copied batch: a stream's read decodes only its rows, but loads whole batches
 
@@ -172,7 +173,7 @@ def as_of(m: Any, when: Any) -> Any:
 
 
 # every open past view, by the log it copied: ``compact`` closes them (see close_views)
-_OPEN: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_OPEN: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def close_views(log: Any) -> int:

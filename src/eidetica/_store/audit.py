@@ -17,13 +17,23 @@ from __future__ import annotations
 
 import contextvars
 import datetime as dt
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from ..actors._text import check_id
 from ..errors import InvalidInput, NotFound
-from ..events import (ExtractionCompleted, FactAsserted, FactDecayed, FactDeleted, FactPruned, FactReinforced,
-                     FactSuperseded, MessageAppended, UserForgotten)
+from ..events import (
+    ExtractionCompleted,
+    FactAsserted,
+    FactDecayed,
+    FactDeleted,
+    FactPruned,
+    FactReinforced,
+    FactSuperseded,
+    MessageAppended,
+    UserForgotten,
+)
 from ..events.streams import facts_stream, session_stream
 
 __all__ = ["acting", "who", "explain"]

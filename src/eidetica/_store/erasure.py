@@ -25,20 +25,20 @@ import datetime as dt
 import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..actors import LocalRuntime
+from ..errors import InvalidInput, NotFound
+from ..events.streams import parse_stream, session_stream
 from .asof import close_views
 from .audit import who
 from .compaction import plan_compaction
-from ..actors import LocalRuntime
-from ..errors import InvalidInput, NotFound
-from ..events.envelope import events_from_batch
-from ..events.streams import parse_stream, session_stream
 
 __all__ = ["forget_message", "forget_session", "cascade", "compact", "verify"]
 

@@ -8,7 +8,8 @@ chunk index (kind ``item``), so a query search is eidetica's hybrid search.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..actors._text import check_id
 from ..errors import InvalidInput

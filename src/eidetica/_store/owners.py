@@ -9,7 +9,8 @@ themselves: ``append_through_owner`` finds the owner and has it record the event
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import InvalidInput, StorageError
 

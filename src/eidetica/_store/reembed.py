@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from .compaction import plan_compaction
-from .owners import reembed_vectors
 from ..actors import EmbedderRecord, LocalRuntime
 from ..errors import InvalidInput
 from ..providers import Embedder
+from .compaction import plan_compaction
+from .owners import reembed_vectors
 
 __all__ = ["reembed"]
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from .audit import who
 from ..actors._text import check_id
 from ..errors import InvalidInput, NotFound
 from ..events import FactAsserted, FactDeleted, FactSuperseded
 from ..events.streams import facts_stream, notes_stream, session_stream
+from .audit import who
 
 __all__ = ["check_link", "revert"]
 

@@ -9,7 +9,8 @@ it where the index lives. Damaged index files, and only that, rebuild it from th
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..actors import Hit
 from ..actors._text import check_text

@@ -11,12 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from .erasure import forget_message, forget_session
 from ..actors import Message, SessionActor
 from ..actors._text import check_text
 from ..errors import InvalidInput
+from .erasure import forget_message, forget_session
 
 __all__ = ["SessionHandle"]
 

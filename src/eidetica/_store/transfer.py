@@ -6,8 +6,9 @@ import datetime as dt
 import json
 import os
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Union
+from typing import Any, Union
 
 import msgspec
 
@@ -140,7 +141,7 @@ def _read_export(tenant: str, path: str | os.PathLike[str]) -> dict[str, list[Ne
     by_stream: dict[str, list[NewEvent]] = {}
     for i, r in enumerate(rows):
         try:
-            ev = msgspec.convert(r["event"], Union[EVENT_TYPES])  # type: ignore[arg-type]
+            ev = msgspec.convert(r["event"], Union[EVENT_TYPES])  # type: ignore[arg-type]  # noqa: UP007 (a tuple of types)
             kind, _tenant, ident = parse_stream(r["stream"])
             stream = r["stream"] if kind == "meta" else f"{kind}:{session_stream(tenant, ident).split(':', 1)[1]}"
             new = NewEvent.of(ev, tenant=tenant, event_id=uuid.UUID(r["event_id"]), time=dt.datetime.fromisoformat(r["time"]))

@@ -9,10 +9,11 @@ Imported by the projections' vector matrices (``_vectors``, which the curator al
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 

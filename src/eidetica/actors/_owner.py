@@ -9,7 +9,8 @@ own writer here, ``EmbedderRecord``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import DimensionMismatch, EmbeddingModelChanged, WrongExpectedVersion
 from ..events import EmbedderChanged, EventLog, NewEvent

@@ -19,9 +19,10 @@ import os
 import shutil
 import uuid
 import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -184,7 +185,7 @@ class ActorSnapshots:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def restore_actor(actor: Any, kind: str, schema: int) -> "ActorSnapshot | None":
+def restore_actor(actor: Any, kind: str, schema: int) -> ActorSnapshot | None:
     """Load ``actor``'s snapshot and fold it in with ``actor._restore``; ``None`` (actor reset) means replay the stream."""
     if actor.snapshots is None:
         return None

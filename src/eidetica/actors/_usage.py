@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections import defaultdict
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow.compute as pc
 

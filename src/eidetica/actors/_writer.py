@@ -10,7 +10,8 @@ after: a stale decision is never written.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import WrongExpectedVersion
 from ..events import NewEvent

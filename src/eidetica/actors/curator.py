@@ -7,8 +7,9 @@ import heapq
 import re
 import threading
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Union
 
 import msgspec
 import numpy as np
@@ -33,13 +34,11 @@ from ..events import (
 )
 from ..events.streams import facts_stream
 from ..events.types import Event, decode
-from ..providers import LLM, Embedder, extractor_id
 from ..projections._vectors import VectorSlots
-from ..providers import _ledger
+from ..providers import LLM, Embedder, _ledger, extractor_id
 from ..providers._base import Coalescer
-from ..providers._offline import OfflineLLM
+from ..providers._offline import OfflineLLM, fact_attribute
 from . import _usage
-from ..providers._offline import fact_attribute
 from ._config import MemoryConfig
 from ._owner import StreamOwner
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
@@ -52,7 +51,7 @@ SNAPSHOT_SCHEMA = 2  # of the curator's snapshot tables; bump on any change (old
 _TS = pa.timestamp("us", tz="UTC")
 _ENC = msgspec.msgpack.Encoder()
 _DEC_SOURCES = msgspec.msgpack.Decoder(list[list[dict[str, Any]]])
-RememberItem = Union[str, tuple, dict]  # "text" | (text, category) | {"content": ..., "category": ...}
+RememberItem = Union[str, tuple, dict]  # noqa: UP007 (a runtime alias)  # "text" | (text, category) | {"content": ..., "category": ...}
 RELATED_FACTS = 5  # existing facts an LLM sees when it decides what a new fact does (mem0's add/update/delete/none)
 SAME_VALUE = 0.97  # cosine at which a fact of the same attribute restates the old one (reinforced, not superseded)
 

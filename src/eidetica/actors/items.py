@@ -25,14 +25,24 @@ import datetime as dt
 import logging
 import threading
 import uuid
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 import pyarrow as pa
 
 from ..errors import InvalidInput
-from ..events import (ChunksEmbedded, EventLog, ItemDeleted, ItemPut, ItemTouched, NewEvent, RecordedEvent, UserForgotten,
-                      utcnow)
+from ..events import (
+    ChunksEmbedded,
+    EventLog,
+    ItemDeleted,
+    ItemPut,
+    ItemTouched,
+    NewEvent,
+    RecordedEvent,
+    UserForgotten,
+    utcnow,
+)
 from ..events.streams import items_stream
 from ..providers import Embedder
 from ._owner import StreamOwner
@@ -77,13 +87,13 @@ class WriteBehind:
         self.embedder = embedder
         self.batch = batch
         self._cond = threading.Condition()
-        self._jobs: list[tuple["ItemsActor", _Job]] = []
+        self._jobs: list[tuple[ItemsActor, _Job]] = []
         self._busy = False
         self._closed = False
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def submit(self, actor: "ItemsActor", jobs: Sequence[_Job]) -> None:
+    def submit(self, actor: ItemsActor, jobs: Sequence[_Job]) -> None:
         """Queue jobs of an actor (the worker starts on first use)."""
         with self._cond:
             self._jobs.extend((actor, j) for j in jobs)

@@ -11,13 +11,23 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
 from ..errors import NotFound
-from ..events import (ChunksEmbedded, EventLog, NewEvent, NoteDeleted, NoteStored, NoteUpdated, RecordedEvent, UserForgotten,
-                      decode)
+from ..events import (
+    ChunksEmbedded,
+    EventLog,
+    NewEvent,
+    NoteDeleted,
+    NoteStored,
+    NoteUpdated,
+    RecordedEvent,
+    UserForgotten,
+    decode,
+)
 from ..events.streams import notes_stream
 from ..providers import Embedder
 from ._owner import StreamOwner

@@ -5,17 +5,18 @@ from __future__ import annotations
 import abc
 import datetime as dt
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import InvalidInput
 from ..events import EventLog
 from ..providers import LLM, Embedder
 from ._config import MemoryConfig
+from ._snapshots import ActorSnapshots
 from .curator import FactCurator
 from .items import ItemsActor, WriteBehind
 from .notes import NotesActor
 from .schedules import SchedulesActor
-from ._snapshots import ActorSnapshots
 from .session import SessionActor
 from .summarizer import Summarizer
 

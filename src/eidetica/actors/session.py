@@ -6,7 +6,8 @@ import bisect
 import datetime as dt
 import threading
 import uuid
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import msgspec
 import pyarrow as pa
@@ -26,8 +27,8 @@ from ..events import (
 from ..events.streams import session_stream, summary_stream
 from ..providers import Embedder, count_tokens
 from ._config import STRATEGIES, MemoryConfig
-from ._records import Message
 from ._owner import StreamOwner
+from ._records import Message
 from ._snapshots import ActorSnapshot, ActorSnapshots, column, save_actor, start_actor, times
 from ._text import check_metadata, check_text, chunk_text, content_hash, indexed_text, vectors_to_bytes
 from ._writer import append_expecting
@@ -233,7 +234,7 @@ class SessionActor(StreamOwner):
         before = [m.content for m in self.messages[-self.config.embed_context :]] if self.config.embed_context else []
         new_hashes: dict[str, int] = {}  # hash -> index in pending_chunks
         moved: dict[str, tuple[int, str, dict[str, Any], dt.datetime, uuid.UUID]] = {}  # stored chunk seen again
-        for k, item in enumerate(items):
+        for _k, item in enumerate(items):
             role = item.get("role")
             if role not in ROLES or role == "system":
                 raise InvalidInput("role", "must be one of user, assistant, tool (system prompts are not stored)", role)
@@ -278,7 +279,7 @@ class SessionActor(StreamOwner):
                 before = [*before, content][-self.config.embed_context :]
         if pending_chunks:
             vectors = self.embedder.embed(inputs)
-            for (s, cid, chunk, meta, time, eid), vec in zip(pending_chunks, vectors):
+            for (_s, cid, chunk, meta, time, eid), vec in zip(pending_chunks, vectors):
                 events.append(
                     NewEvent.of(
                         ChunksEmbedded(
@@ -345,7 +346,7 @@ class SessionActor(StreamOwner):
         first_version = min(self.hashes[h][1] for h in moved)
         stored = {rec.version: rec for rec in self.log.read_stream(self.stream, max(first_version, 0))}
         out: list[NewEvent] = []
-        for h, (seq, chunk, meta, time, eid) in moved.items():
+        for h, (_seq, chunk, meta, time, eid) in moved.items():
             cid, version, i = self.hashes[h]
             rec = stored.get(version)
             old = rec.decode() if rec is not None else None

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..errors import WrongExpectedVersion
 from ..events import ChunksEmbedded, EventLog, LlmCalled, NewEvent, SummaryCommitted

@@ -34,8 +34,9 @@ import threading
 import time
 import warnings
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

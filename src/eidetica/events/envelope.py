@@ -9,7 +9,8 @@ import sys
 import uuid
 import zlib
 from array import array
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -98,7 +99,7 @@ class NewEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         tenant: str = "default",
         event_id: uuid.UUID | None = None,
         time: dt.datetime | None = None,
-    ) -> "NewEvent":
+    ) -> NewEvent:
         """Wrap a domain event, encoding its payload with msgspec."""
         return cls(
             type=event_type_name(event),

@@ -18,8 +18,9 @@ import time
 import uuid
 import zlib
 from array import array
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -132,7 +133,7 @@ class EventLog(abc.ABC):
         """Release files and threads; the log is unusable afterwards."""
         self.closed = True
 
-    def __enter__(self) -> "EventLog":
+    def __enter__(self) -> EventLog:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -175,7 +176,7 @@ class _BatchEntry:
     locator: Any
 
 
-def _holding(part: "_Partition", offsets: Sequence[int]) -> list[_BatchEntry]:
+def _holding(part: _Partition, offsets: Sequence[int]) -> list[_BatchEntry]:
     """The batches that hold these (ascending, committed) offsets, each once, in log order (lock held)."""
     idx: list[int] = []
     for o in offsets:
@@ -230,7 +231,7 @@ class _IdIndex:
                     i += 1
         return default
 
-    def keys(self) -> "_IdIndex":
+    def keys(self) -> _IdIndex:
         """Itself: ``keys().isdisjoint(...)`` reads like a dict's."""
         return self
 

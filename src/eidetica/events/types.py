@@ -18,7 +18,8 @@ Framework items and retractions (event -> stream -> its one writer -> folded by)
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Callable, Union
+from collections.abc import Callable
+from typing import Any, Union
 
 import msgspec
 
@@ -358,7 +359,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
 )
 
 _ENCODER = msgspec.msgpack.Encoder()
-_DECODER: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Union[EVENT_TYPES])
+_DECODER: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Union[EVENT_TYPES])  # noqa: UP007 (a tuple of types)
 _RAW_DECODER = msgspec.msgpack.Decoder(dict[str, Any])
 _UPCASTERS: dict[str, Callable[[dict[str, Any]], Event]] = {}
 _KNOWN_TAGS = frozenset(t.__struct_config__.tag for t in EVENT_TYPES)

@@ -17,9 +17,11 @@ import concurrent.futures
 import logging
 import math
 import threading
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -36,7 +38,6 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
-from langchain_core.embeddings import Embeddings
 
 # LangGraph's reference semantics for namespace match conditions (the function its InMemoryStore
 # runs), so the two stores agree by construction. Filters travel as data to ``Memory.items``

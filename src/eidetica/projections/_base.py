@@ -10,7 +10,8 @@ import inspect
 import json
 import os
 import tempfile
-from typing import Any, Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import msgspec
 

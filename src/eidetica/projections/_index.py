@@ -66,8 +66,9 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,9 +79,25 @@ from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
 from ._maintenance import du
 from ._marks import Marks
-from ._ranking import SearchOptions, check_min_score
+from ._ranking import (
+    SearchOptions,
+    absolute_relevance,
+    calibrate,
+    check_min_score,
+    in_windows,
+    linear,
+    minmax,
+    order,
+    recency,
+    restriction_bonus,
+    rrf,
+    smooth,
+    speaker_bonus,
+    speaker_of,
+    text_share,
+    zscore,
+)
 from ._ranking import confidence as _confidence
-from ._ranking import absolute_relevance, calibrate, in_windows, linear, minmax, order, recency, restriction_bonus, rrf, smooth, speaker_bonus, speaker_of, text_share, zscore
 from ._ranking import mmr as _mmr_pick
 from ._rebuild import BulkRebuild
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
@@ -756,7 +773,7 @@ class ChunkIndex(BulkRebuild, Projection):
                 self._pool.shutdown(wait=True)
                 self._pool = None
 
-    def __enter__(self) -> "ChunkIndex":
+    def __enter__(self) -> ChunkIndex:
         """Use as a context manager (closes on exit)."""
         return self
 

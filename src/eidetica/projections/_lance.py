@@ -11,7 +11,8 @@ import math
 import os
 import queue
 import threading
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -451,7 +452,7 @@ class LanceChunks:
 
     def ensure_scalar_indexes(self) -> None:
         """Create the tenant BITMAP and the key/source_id/user_id/session_id BTREE indexes once there are rows."""
-        from lancedb.index import BTree, Bitmap
+        from lancedb.index import Bitmap, BTree
 
         have = {tuple(i.columns) for i in self.table.list_indices()}
         if self.table.count_rows() == 0:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["name_pattern", "names_in", "strip_names", "named_words"]
 

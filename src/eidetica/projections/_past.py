@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import msgspec
 import pyarrow as pa

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -84,7 +85,7 @@ class SearchOptions(msgspec.Struct, frozen=True, kw_only=True):
     restrict: bool = False  # set by the query's plan: the question asks what the user must not eat or drink
 
     @classmethod
-    def check(cls, **fields: Any) -> "SearchOptions":
+    def check(cls, **fields: Any) -> SearchOptions:
         """Validate raw option values (``InvalidInput`` names the field); unknown names raise too."""
         base = cls()
         unknown = sorted(set(fields) - set(cls.__struct_fields__))
@@ -364,7 +365,7 @@ RESTRICTION = re.compile(r"\b(?:allerg\w*|intoleran\w*|anaphyla\w*|celiac|coelia
 RESTRICTION_TERMS = "allergy allergic intolerant intolerance"  # added to such a query: BM25 proposes them
 
 
-def restriction_bonus(score: np.ndarray, texts: Sequence[str], opts: "SearchOptions") -> np.ndarray:
+def restriction_bonus(score: np.ndarray, texts: Sequence[str], opts: SearchOptions) -> np.ndarray:
     """Add ``restriction_weight`` x the most a row can score otherwise to rows naming an allergy or
     intolerance, when the query asks what to avoid (``opts.restrict``): at 1 they come first."""
     if not (opts.restrict and opts.restriction_weight):

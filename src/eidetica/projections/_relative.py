@@ -57,10 +57,11 @@ def check_now(value: Any, field: str = "now") -> dt.datetime | None:
             raise InvalidInput(field, "must be a datetime or an ISO 8601 date-time string", value) from None
     if not isinstance(value, dt.datetime):  # a date alone is not a moment: refused rather than guessed
         raise InvalidInput(field, "must be a datetime or an ISO 8601 date-time string", value)
-    if value.utcoffset() is None:
-        value = value.replace(tzinfo=dt.timezone.utc)
+    moment: dt.datetime = value
+    if moment.utcoffset() is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
     try:
-        return value.astimezone(dt.timezone.utc)
+        return moment.astimezone(dt.timezone.utc)
     except (OverflowError, ValueError):
         raise InvalidInput(field, "is out of range", value) from None
 

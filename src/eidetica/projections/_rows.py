@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -98,7 +99,7 @@ class Row(msgspec.Struct, kw_only=True, dict=True):
         )
 
     @classmethod
-    def unpack(cls, data: bytes) -> "Row":
+    def unpack(cls, data: bytes) -> Row:
         """Inverse of :meth:`pack`."""
         k, i, t, u, s, kind, src, text, cat, conf, ts, et, meta = _UNPACK.decode(data)
         return cls(key=k, id=i, tenant=t, user_id=u, session_id=s, kind=kind, source_id=src, text=text,
@@ -200,7 +201,7 @@ class Filters:
         category: Any,
         since: Any,
         until: Any,
-    ) -> "Filters":
+    ) -> Filters:
         """Check every filter's type (``InvalidInput`` names the field) and normalise it."""
         if not isinstance(tenant, str):
             raise InvalidInput("tenant", "is required and must be a string", tenant)

@@ -28,7 +28,8 @@ import datetime as dt
 import os
 import threading
 import time as _time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import pyarrow as pa
@@ -49,12 +50,12 @@ from ._records import (
 )
 from ._snapshot import SnapshotStore
 from ._state_rows import (
-    _Fact,
-    _Schedule,
-    _Session,
     _as_time,
+    _Fact,
     _from_us,
+    _Schedule,
     _schedule_from_row,
+    _Session,
     _us,
     _utcnow,
 )

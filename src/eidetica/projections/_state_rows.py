@@ -222,13 +222,13 @@ _ENC = msgspec.msgpack.Encoder()
 _SDEC = msgspec.msgpack.Decoder(_ScheduleRow)
 
 
-def _schedule_row(x: "_Schedule") -> bytes:
+def _schedule_row(x: _Schedule) -> bytes:
     """A schedule's fold as its snapshot row."""
     return _ENC.encode(_ScheduleRow({k: v for k, v in x.fields.items() if k != "next_run_at"}, _as_time(x.fields.get("next_run_at")),
                                     x.created, x.updated, sorted(x.runs), x.history, x.run_count, x.failures))
 
 
-def _schedule_from_row(user_id: str, row: bytes) -> "_Schedule":
+def _schedule_from_row(user_id: str, row: bytes) -> _Schedule:
     """A schedule's fold from its snapshot row."""
     d = _SDEC.decode(row)
     x = _Schedule.__new__(_Schedule)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from ._records import ItemInfo, NoteInfo
-from ._state_rows import _ENC, _TS, _Fact, _FactRow, _Session, _col, _schedule_from_row, _schedule_row
+from ._state_rows import _ENC, _TS, _col, _Fact, _FactRow, _schedule_from_row, _schedule_row, _Session
 
 __all__ = ["fold_tables", "restore_fold"]
 

@@ -28,7 +28,8 @@ import re
 import shutil
 import threading
 from collections import Counter
-from typing import Any, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import msgspec
 import pyarrow as pa

@@ -10,8 +10,9 @@ import os
 import re
 import shutil
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..errors import CorruptIndex
 from ..events import EventLog, RecordedEvent

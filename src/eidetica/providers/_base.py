@@ -251,7 +251,7 @@ class CachedEmbedder(Embedder):
             self._misses += len(todo)
         if todo:
             fresh = np.asarray(self._coalescer([items[rows[0]] for rows in todo.values()]))
-            for (k, rows), vec in zip(todo.items(), fresh):
+            for (_k, rows), vec in zip(todo.items(), fresh):
                 out[rows] = vec
             if self._cache_size:
                 with self._cache_lock:

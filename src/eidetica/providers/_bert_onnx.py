@@ -135,7 +135,7 @@ def build_bert_graph(
         p = f"encoder.layer.{i}."
 
         def split_heads(name: str, perm: list[int]) -> str:
-            return op("Transpose", [op("Reshape", [dense(x, p + name), "c_heads"])], perm=perm)
+            return op("Transpose", [op("Reshape", [dense(x, p + name), "c_heads"])], perm=perm)  # noqa: B023 (built within the iteration)
 
         q = split_heads("attention.self.query", [0, 2, 1, 3])
         k = split_heads("attention.self.key", [0, 2, 3, 1])

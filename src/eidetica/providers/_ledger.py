@@ -15,7 +15,8 @@ import contextlib
 import hashlib
 import threading
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["CALLS", "TOKENS", "note", "prompt_version", "restore", "scope", "take"]
 

@@ -176,7 +176,7 @@ class MiniLM:
 # A forked child of a process whose onnxruntime session keeps intra-op threads hangs when it
 # starts a thread (measured: ThreadPoolExecutor.submit never returns). Such sessions are dropped
 # before every fork; the parent builds them again on its next lone text (about 0.1 s).
-_models: "weakref.WeakSet[MiniLM]" = weakref.WeakSet()
+_models: weakref.WeakSet[MiniLM] = weakref.WeakSet()
 
 
 def _drop_threaded_sessions() -> None:

@@ -154,8 +154,8 @@ _DIET_PATTERNS: list[re.Pattern[str]] = [
                r"(?:strict\s+)?(?:kosher|halal)\b", _I),
     re.compile(r"^(?:i|we)(?:'m| am|'re| are)?\s+(?:(?:also|still|now|currently|strictly)\s+)*(?:on|follow|following|eat|"
                r"eating|do|doing|stick to|try to follow)\s+(?:a|an)\s+(?:[\w-]+\s+){0,2}diet\b", _I),
-    re.compile(rf"^(?:i|we)\s+(?:(?:also|still|just|mostly|really)\s+)*(?:do(?:n't| not)|never|no longer|rarely|won't)\s+"
-               rf"(?:eat|drink|touch)\b", _I),
+    re.compile(r"^(?:i|we)\s+(?:(?:also|still|just|mostly|really)\s+)*(?:do(?:n't| not)|never|no longer|rarely|won't)\s+"
+               r"(?:eat|drink|touch)\b", _I),
     re.compile(rf"^i\s+(?:(?:also|still|strictly|always)\s+)*(?:avoid|gave up|give up|cut out|quit|stopped eating|stopped "
                rf"drinking|quit eating|quit drinking|cut back on|cut down on)\s+(?:(?:all|most|eating|drinking)\s+)*{_FOODS}\b", _I),
     re.compile(r"^i\s+(?:only|mostly|mainly|exclusively)\s+eat\b|^i(?:'ve| have)\s+(?:eaten|been eating)\s+(?:only|no)\b", _I),
@@ -658,7 +658,7 @@ _ATTRIBUTES: list[tuple[str, re.Pattern[str]]] = [(a, re.compile(p)) for a, p in
     ("origin", r"\bi am (?:originally )?from\b|\bi was born (?:in|and raised in)\b|\bi grew up in\b|\bmy hometown is\b"),
     ("editor", rf"\bi (?:(?:mostly|mainly|now|still|currently|also|just|only) )*(?:use|code in|write code in|program in|"
                rf"switched to|moved to|am using|started using|live in|prefer) (?:the )?{_EDITORS}\b"),
-    ("editor", rf"\bmy (?:main |favou?rite |preferred |go-to |daily )?(?:editor|ide|code editor) is\b"),
+    ("editor", r"\bmy (?:main |favou?rite |preferred |go-to |daily )?(?:editor|ide|code editor) is\b"),
     ("os", r"\bi (?:(?:mostly|mainly|now|still|currently) )*(?:use|run|am on|switched to|moved to|daily drive) "
            r"(?:linux|ubuntu|arch|fedora|debian|windows|macos|mac os|a mac|chromeos)\b"),
     ("car", r"\bi (?:now |still |currently )?drive (?:a|an)\b|\bmy car is\b|\bi (?:just )?(?:bought|got) (?:a |an )?(?:new |used )?car\b"),

@@ -18,7 +18,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, Union
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import msgspec
@@ -324,7 +324,7 @@ class _FactOut(msgspec.Struct):
 
 class _DecisionOut(msgspec.Struct):
     event: str
-    id: Union[str, int] = ""
+    id: str | int = ""
     text: str = ""
 
 

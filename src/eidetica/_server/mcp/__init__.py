@@ -7,7 +7,8 @@ sees the request); over stdio it is the store's tenant.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from mcp.server import MCPServer
 
@@ -24,7 +25,7 @@ INSTRUCTIONS = (
 )
 
 
-def build_mcp(memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> MCPServer:
+def build_mcp(memory_for: Callable[[dict[str, Any] | None], Memory]) -> MCPServer:
     """An MCP server whose tools act on ``memory_for(scope)`` (scope: the HTTP request's, or None on stdio)."""
     from ... import __version__
 

@@ -3,7 +3,8 @@ with errors a model can read (``Tools.run``), hits as lines, and argument errors
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 from mcp.server import MCPServer
@@ -50,7 +51,7 @@ class _Server(MCPServer):
 class Tools:
     """The memory a tool acts on (``memory_for(scope)``: the HTTP request's scope, or None on stdio)."""
 
-    def __init__(self, memory_for: Callable[[Optional[dict[str, Any]]], Memory]) -> None:
+    def __init__(self, memory_for: Callable[[dict[str, Any] | None], Memory]) -> None:
         self.memory_for = memory_for
 
     def mem(self, ctx: Context) -> Memory:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
@@ -30,8 +28,8 @@ def register(server: MCPServer, tools: Tools) -> None:
         return f"Remembered as {fid}."
 
     @server.tool()
-    async def recall(query: str, user: str, ctx: Context, top_k: int = 5, category: Optional[str] = None,
-                     now: Optional[str] = None) -> str:
+    async def recall(query: str, user: str, ctx: Context, top_k: int = 5, category: str | None = None,
+                     now: str | None = None) -> str:
         """Find the user's stored facts most relevant to `query` (a question or topic in plain words).
 
         Each line is "[Category | score | time]  fact  (id: ...)"; higher scores are more relevant.
@@ -43,7 +41,7 @@ def register(server: MCPServer, tools: Tools) -> None:
 
 
     @server.tool()
-    async def list_memories(user: str, ctx: Context, category: Optional[str] = None, limit: int = 20) -> str:
+    async def list_memories(user: str, ctx: Context, category: str | None = None, limit: int = 20) -> str:
         """List the user's stored facts, strongest first (optionally one `category`)."""
         m = mem(ctx)
         hits = await run(lambda: m.list_memories(user=user, category=category, limit=limit))
@@ -65,7 +63,7 @@ def register(server: MCPServer, tools: Tools) -> None:
 
     @server.tool()
     async def get_context(query: str, user: str, ctx: Context, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
-                          now: Optional[str] = None) -> str:
+                          now: str | None = None) -> str:
         """A "## Relevant Memory" markdown block of the user's facts and notes relevant to `query`, each with its id.
 
         Put it in your working context before answering; it is short (about `max_tokens`, plus the ids).

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
@@ -17,7 +15,7 @@ def register(server: MCPServer, tools: Tools) -> None:
     mem, run = tools.mem, tools.run
 
     @server.tool()
-    async def store_note(text: str, user: str, ctx: Context, session_id: Optional[str] = None) -> str:
+    async def store_note(text: str, user: str, ctx: Context, session_id: str | None = None) -> str:
         """Keep a free-form note for the user (an arrangement, a reminder, a detail to keep); returns its id.
 
         Give the conversation's `session_id` (as in `append_messages`): reverting that session takes the note back too.

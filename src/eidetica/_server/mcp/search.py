@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 
@@ -18,7 +16,7 @@ def register(server: MCPServer, tools: Tools) -> None:
 
     @server.tool()
     async def search_memory(query: str, user: str, ctx: Context, top_k: int = 10,
-                            exclude_session: Optional[str] = None, now: Optional[str] = None) -> str:
+                            exclude_session: str | None = None, now: str | None = None) -> str:
         """Search everything kept about the user: past conversations (messages and summaries), facts and notes.
 
         Use it for "what did I tell you about ...?" questions. `exclude_session` leaves out the

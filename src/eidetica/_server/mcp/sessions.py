@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -28,7 +28,7 @@ def register(server: MCPServer, tools: Tools) -> None:
         return f"Saved {len(items)} message(s) to {session_id}."
 
     @server.tool()
-    async def read_session(session_id: str, user: str, ctx: Context, token_budget: Optional[int] = None) -> str:
+    async def read_session(session_id: str, user: str, ctx: Context, token_budget: int | None = None) -> str:
         """Read a conversation back: its rolling summary first, then the recent turns (within `token_budget`)."""
         m = mem(ctx)
         msgs = await run(lambda: m.session(session_id, user=user).read(token_budget=token_budget))

@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response, StreamingResponse
@@ -54,7 +55,7 @@ def router(api: Api) -> APIRouter:
         return _wrote(m, m.sweep(body.now))
 
     @r.get("/v1/usage", tags=["maintenance"])
-    def usage(user: Optional[str] = None, since: Optional[dt.datetime] = None, until: Optional[dt.datetime] = None,
+    def usage(user: str | None = None, since: dt.datetime | None = None, until: dt.datetime | None = None,
               m: Memory = M) -> Response:
         """What the LLM cost this tenant: calls and tokens by model, purpose, user and day (``until`` exclusive)."""
         return _json(m.usage(user=user, since=since, until=until))

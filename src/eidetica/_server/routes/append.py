@@ -9,7 +9,8 @@ import datetime as dt
 import logging
 import re
 import uuid
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import msgspec
 from fastapi import Request
@@ -30,16 +31,16 @@ class _MessageWire(msgspec.Struct, forbid_unknown_fields=True):
     role: Any = None
     content: Any = None
     metadata: Any = None
-    time: Optional[dt.datetime] = None
+    time: dt.datetime | None = None
     sequence: Any = None
-    event_id: Optional[uuid.UUID] = None
+    event_id: uuid.UUID | None = None
 
 
 class _AppendWire(msgspec.Struct, forbid_unknown_fields=True):
     """``AppendIn`` for the lean append path."""
 
     messages: list[_MessageWire]
-    strategy: Optional[str] = None
+    strategy: str | None = None
 
 
 _APPEND_BODY = msgspec.json.Decoder(_AppendWire)

@@ -7,7 +7,8 @@ import asyncio
 import dataclasses
 import datetime as dt
 import uuid
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import msgspec
 from fastapi import Request
@@ -51,7 +52,7 @@ class _Body(BaseModel):
 class SweepIn(_Body):
     """Decay/prune facts as of ``now``."""
 
-    now: Optional[dt.datetime] = None
+    now: dt.datetime | None = None
 
 
 def _set(model: BaseModel) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response
@@ -21,7 +21,7 @@ class RememberIn(_Body):
 
     content: Any = None
     category: Any = "general"
-    request_id: Optional[str] = None
+    request_id: str | None = None
     metadata: Any = None
 
 
@@ -29,7 +29,7 @@ class RememberManyIn(_Body):
     """Many facts in one embedding batch and one commit; ``request_id`` makes a retry return the first ids."""
 
     items: Any = None
-    request_id: Optional[str] = None
+    request_id: str | None = None
 
 
 class RecallIn(_Body):
@@ -39,7 +39,7 @@ class RecallIn(_Body):
     top_k: Any = 5
     category: Any = None
     mmr: Any = None
-    recency_half_life: Optional[float] = None
+    recency_half_life: float | None = None
     now: Any = None  # checked by the facade (InvalidInput field now, ISO strings), as embedded
     confidence_weight: Any = 0.0
     min_offset: Any = None
@@ -56,13 +56,13 @@ class ForgetMatchingIn(_Body):
 class ReextractIn(_Body):
     """Run the server's extractor again over the stored user messages (of one user, or all)."""
 
-    user: Optional[str] = None
+    user: str | None = None
 
 
 class RevertIn(_Body):
     """Retract what a session's messages wrote (since a time); ``messages`` takes them back too."""
 
-    since: Optional[dt.datetime] = None
+    since: dt.datetime | None = None
     messages: Any = False
 
 
@@ -85,7 +85,7 @@ def router(api: Api) -> APIRouter:
         return _wrote(m, {"ids": m.remember_many(body.items, user=user, request_id=body.request_id)}, 201)
 
     @r.get(U + "/memories", tags=["memories"])
-    def list_memories(user: str, category: Optional[str] = None, limit: int = 20, metadata: Optional[str] = None,
+    def list_memories(user: str, category: str | None = None, limit: int = 20, metadata: str | None = None,
                       m: Memory = M) -> Response:
         """The user's active facts, strongest first (``metadata``: a JSON object every listed fact's metadata holds)."""
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import Response
@@ -41,7 +41,7 @@ class RunIn(_Body):
     """A recorded run of a schedule."""
 
     run: Any = None
-    next_run_at: Optional[dt.datetime] = None
+    next_run_at: dt.datetime | None = None
     user: Any = None
 
 
@@ -58,26 +58,26 @@ def router(api: Api) -> APIRouter:
         return _wrote(m, m.schedules.create(*args, user=kw.pop("user", None), **kw), 201)
 
     @r.get("/v1/schedules", tags=["schedules"])
-    def search_schedules(query: str = "", user: Optional[str] = None, limit: int = 20, offset: int = 0,
-                         status: Optional[str] = None, m: Memory = M) -> Response:
+    def search_schedules(query: str = "", user: str | None = None, limit: int = 20, offset: int = 0,
+                         status: str | None = None, m: Memory = M) -> Response:
         """Schedules whose name or payload contains ``query`` (all when empty), oldest first; ``/count`` gives the total."""
         if not query:
             return _json(m.schedules.list_all(user=user, limit=limit, offset=offset, status=status))
         return _json(m.schedules.search(query, user=user, limit=limit, offset=offset, status=status))
 
     @r.get("/v1/schedules/count", tags=["schedules"])
-    def count_schedules(user: Optional[str] = None, query: Optional[str] = None, status: Optional[str] = None,
+    def count_schedules(user: str | None = None, query: str | None = None, status: str | None = None,
                         m: Memory = M) -> Response:
         """How many schedules (of a user, or the tenant; matching ``query`` and ``status``)."""
         return _json({"count": m.schedules.count(user=user, query=query, status=status)})
 
     @r.get("/v1/schedules/due", tags=["schedules"])
-    def due(now: Optional[dt.datetime] = None, limit: int = 100, m: Memory = M) -> Response:
+    def due(now: dt.datetime | None = None, limit: int = 100, m: Memory = M) -> Response:
         """Enabled schedules due at ``now``, soonest first."""
         return _json(m.schedules.due(now, limit))
 
     @r.get("/v1/schedules/{schedule_id}", tags=["schedules"])
-    def get_schedule(schedule_id: str, user: Optional[str] = None, history: Optional[int] = None,
+    def get_schedule(schedule_id: str, user: str | None = None, history: int | None = None,
                      m: Memory = M) -> Response:
         """One schedule with its last ``history`` runs (each with its full output)."""
         return _json(m.schedules.get(schedule_id, user=user, history=history))
@@ -89,7 +89,7 @@ def router(api: Api) -> APIRouter:
         return _wrote(m, m.schedules.update(schedule_id, user=kw.pop("user", None), **kw))
 
     @r.delete("/v1/schedules/{schedule_id}", tags=["schedules"])
-    def delete_schedule(schedule_id: str, user: Optional[str] = None, m: Memory = M) -> Response:
+    def delete_schedule(schedule_id: str, user: str | None = None, m: Memory = M) -> Response:
         """Delete a schedule."""
         m.schedules.delete(schedule_id, user=user)
         return _wrote(m, {"deleted": schedule_id})

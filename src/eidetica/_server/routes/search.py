@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import Response
@@ -32,7 +32,7 @@ class SearchIn(_Body):
     neighbors: Any = 0.0
     session_weight: Any = 0.0
     mmr: Any = None
-    recency_half_life: Optional[float] = None
+    recency_half_life: float | None = None
     now: Any = None  # checked by the facade (InvalidInput field now, ISO strings), as embedded
     confidence_weight: Any = 0.0
     speaker_weight: Any = 0.0

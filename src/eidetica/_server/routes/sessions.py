@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from typing import Any, Optional
+from typing import Any
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import Response
@@ -22,16 +22,16 @@ class MessageIn(_Body):
     role: Any = None
     content: Any = None
     metadata: Any = None
-    time: Optional[dt.datetime] = None
+    time: dt.datetime | None = None
     sequence: Any = None
-    event_id: Optional[uuid.UUID] = None
+    event_id: uuid.UUID | None = None
 
 
 class AppendIn(_Body):
     """Messages appended in one atomic write."""
 
     messages: list[MessageIn]
-    strategy: Optional[str] = None
+    strategy: str | None = None
 
 
 class SummarizeIn(_Body):
@@ -48,7 +48,7 @@ def router(api: Api) -> APIRouter:
     S = "/v1/users/{user}/sessions/{session_id}"
 
     @r.get(S, tags=["sessions"])
-    def session_info(user: str, session_id: str, strategy: Optional[str] = None, m: Memory = M) -> Response:
+    def session_info(user: str, session_id: str, strategy: str | None = None, m: Memory = M) -> Response:
         """Open a session handle: its owner is checked; returns the last sequence and message count."""
         return _json(_session_info(m.session(session_id, user=user, strategy=strategy)))
 
@@ -69,13 +69,13 @@ def router(api: Api) -> APIRouter:
         return h
 
     @r.get(S + "/messages", tags=["sessions"])
-    def history(user: str, session_id: str, limit: Optional[int] = Query(None), m: Memory = M) -> Response:
+    def history(user: str, session_id: str, limit: int | None = Query(None), m: Memory = M) -> Response:
         """Stored messages, oldest first (the last ``limit``); 404 for a session with none."""
         return _json(existing(m, session_id, user).history(limit))
 
     @r.get(S + "/read", tags=["sessions"])
-    def read(user: str, session_id: str, strategy: Optional[str] = None, window: Optional[int] = None,
-             token_budget: Optional[int] = None, m: Memory = M) -> Response:
+    def read(user: str, session_id: str, strategy: str | None = None, window: int | None = None,
+             token_budget: int | None = None, m: Memory = M) -> Response:
         """Messages for the LLM: rolling summary first, then recent turns within the budget; 404 for a session with none."""
         h = m.session(session_id, user=user)
         out = h.read(strategy=strategy, window=window, token_budget=token_budget)  # checks the options first
@@ -93,7 +93,7 @@ def router(api: Api) -> APIRouter:
         return _wrote(m, {"committed": m.session(session_id, user=user).summarize(**_set(body))})
 
     @r.get(S + "/restore", tags=["sessions"])
-    def restore(user: str, session_id: str, token_budget: Optional[int] = None, m: Memory = M) -> Response:
+    def restore(user: str, session_id: str, token_budget: int | None = None, m: Memory = M) -> Response:
         """Resume: the last messages that fit ``token_budget``; 404 for a session with none."""
         h = m.session(session_id, user=user)
         out = h.restore(token_budget)  # checks the budget first
@@ -107,7 +107,7 @@ def router(api: Api) -> APIRouter:
         return _wrote(m, {"forgotten": session_id})
 
     @r.get("/v1/sessions", tags=["sessions"])
-    def list_sessions(user: Optional[str] = None, m: Memory = M) -> Response:
+    def list_sessions(user: str | None = None, m: Memory = M) -> Response:
         """Sessions of the tenant (or one user), most recently updated first."""
         return _json(m.list_sessions(user=user))
 

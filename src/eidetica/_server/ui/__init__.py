@@ -11,7 +11,7 @@ credential a browser would withhold from another site's form, so the token is th
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from fastapi import FastAPI
 from starlette.staticfiles import StaticFiles

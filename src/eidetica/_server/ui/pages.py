@@ -8,8 +8,9 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import quote, urlencode
 
 import jinja2

@@ -18,7 +18,8 @@ from ...actors._text import check_id
 from ...errors import Unauthorized
 from ...events.streams import parse_stream
 from ...memory import Memory
-from .pages import _TENANT_KEY as SCOPE_KEY, Pages
+from .pages import _TENANT_KEY as SCOPE_KEY
+from .pages import Pages
 
 __all__ = ["router", "TenantPrefix", "SCOPE_KEY"]
 
