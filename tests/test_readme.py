@@ -315,3 +315,14 @@ def test_ray_block_on_a_local_cluster(tmp_path, ray_session) -> None:
     finally:
         m.close()
         shutdown_store(path)
+
+
+def test_now_block_resolves_ten_days_ago_against_the_given_moment(tmp_path) -> None:
+    """docs/search.md's ``now=`` block: "10 days ago" counts from the moment given, and the block dates its lines."""
+    with eidetica.open(tmp_path / "store") as m:  # the default embedder: the block keeps what is relevant
+        s = m.session("shop", user="ada")
+        s.append("user", "I bought a red bicycle helmet today.", time=dt.datetime(2023, 3, 15, 9, tzinfo=dt.timezone.utc))
+        s.append("user", "I bought a blue kettle today.", time=dt.datetime(2023, 1, 2, 9, tzinfo=dt.timezone.utc))
+        block = _at(_run(_block('m.context("What did I buy 10 days ago?"'), {"m": m}), "m.context(")
+    assert "helmet" in block and "2023-03-15" in block
+    assert "Asked on 2023-03-25" in block
