@@ -22,7 +22,6 @@ from eidetica.actors import MemoryConfig
 from eidetica.providers import HashEmbedder
 from tests.support.served import Served
 
-CHROMIUM = "/usr/bin/chromium"
 SHOTS = os.environ.get("EIDETICA_SCREENSHOTS")
 
 
@@ -55,18 +54,6 @@ def ui_server(tmp_path_factory):
     server = Served(store).start()
     yield server, data
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium; .ci/run and make test install it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def _shot(page, name: str) -> None:

@@ -14,8 +14,6 @@ from eidetica._server import KeyStore
 from eidetica.providers import HashEmbedder
 from tests.support.served import Served
 
-CHROMIUM = "/usr/bin/chromium"
-
 
 def _store(path: Path) -> None:
     with eidetica.open(path, tenant="demo", embedder=HashEmbedder(dim=64)) as m:
@@ -33,18 +31,6 @@ def keyless(tmp_path_factory):
     server = Served(store).start()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium; .ci/run and make test install it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
 
 
 def test_the_operator_lists_every_tenant_and_switches_to_one(keyless, browser) -> None:
