@@ -14,6 +14,7 @@ from typing import Any
 
 import ray
 
+from .._util.fs import replace
 from ..projections._projector import BULK_EVENTS
 from ..providers import Embedder
 from .calls import _get
@@ -171,10 +172,10 @@ class ViewsActor:
             for sub in ("index", "snapshots"):
                 shutil.rmtree(dst / sub, ignore_errors=True)
                 if (staging / sub).exists():
-                    os.replace(staging / sub, dst / sub)
+                    replace(staging / sub, dst / sub)
             shutil.rmtree(staging, ignore_errors=True)
         else:
-            os.replace(staging, dst)
+            replace(staging, dst)
 
     def status(self) -> dict[str, Any]:
         """This replica's node, applied offsets (next offset per partition), lag behind the head and counters."""

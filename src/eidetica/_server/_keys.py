@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from .._util.fs import write_atomic
 from ..actors._text import check_id
 from ..errors import InvalidInput, NotFound, Unauthorized
 
@@ -62,14 +63,7 @@ class KeyStore:
             fcntl.flock(lockf, fcntl.LOCK_EX)
             records = json.loads(self.path.read_text()) if self.path.exists() else {}
             out = change(records)
-            tmp = self.path.with_suffix(".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump(records, f, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.path)
+            write_atomic(self.path, json.dumps(records, indent=1), mode=0o600)
         return out
 
     # -- operations --------------------------------------------------------------------

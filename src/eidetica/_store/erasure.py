@@ -24,7 +24,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .._util.fs import write_atomic
 from ..actors import LocalRuntime
 from ..errors import InvalidInput, NotFound
 from ..events.streams import parse_stream, session_stream
@@ -314,8 +314,6 @@ def compact(m: Any) -> dict[str, Any]:
     }
     out = m.path / "receipts" / f"erasure-{now.strftime('%Y%m%dT%H%M%S%fZ')}.json"
     out.parent.mkdir(exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(receipt, indent=1))
-    os.replace(tmp, out)
+    write_atomic(out, json.dumps(receipt, indent=1), mode=0o644)  # the receipt survives a crash whole, or not at all
     receipt["receipt"] = str(out)
     return receipt

@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from .._util import observe as _observe
+from .._util.fs import fsync_dir, replace, write_atomic
 from ..errors import CorruptLog, InvalidInput, StorageError, StoreLocked
 from .envelope import LOG_SCHEMA, batch_checksum
 from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, FsyncPolicy, _BatchEntry, _IdIndex
@@ -322,12 +323,8 @@ class ArrowLog(BatchLog):
             raise
         self._lock_fd = fd
         if create:
-            tmp = os.path.join(self.path, "log.json.tmp")
-            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-                json.dump({"format": FORMAT_VERSION, "partitions": self.partitions}, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, os.path.join(self.path, "log.json"))
+            write_atomic(os.path.join(self.path, "log.json"),
+                         json.dumps({"format": FORMAT_VERSION, "partitions": self.partitions}))
         for p in range(self.partitions):
             os.makedirs(self._pdir(p), mode=0o700, exist_ok=True)
         fsync_dir(self.path)
@@ -578,17 +575,9 @@ class ArrowLog(BatchLog):
         for a in arrays.values():
             h.update(memoryview(np.ascontiguousarray(a)).cast("B"))  # type: ignore[arg-type]  # ndarray: a buffer
         cpath = self._checkpoint_path(partition)
-        tmp = cpath + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            _write_all(fd, CHECKPOINT_MAGIC + h.hexdigest().encode() + b"\n" + head_bytes)
-            for a in arrays.values():
-                _write_all(fd, memoryview(np.ascontiguousarray(a)).cast("B"))  # type: ignore[arg-type]  # ndarray: a buffer
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, cpath)
-        fsync_dir(self._pdir(partition))
+        head_chunk = CHECKPOINT_MAGIC + h.hexdigest().encode() + b"\n" + head_bytes
+        write_atomic(cpath, [head_chunk, *(memoryview(np.ascontiguousarray(a)).cast("B")  # type: ignore[arg-type]
+                                           for a in arrays.values())])  # ndarray: a buffer
         self._covered[partition] = head
         self._covered_at[partition] = time.monotonic()
 
@@ -758,7 +747,7 @@ class ArrowLog(BatchLog):
                     seg.drop()
                     raise
                 seg.finish(sync=True)
-                os.replace(tmp, path)
+                replace(tmp, path)
                 rewritten += 1
             fsync_dir(self._pdir(p))
         # re-read what is now on disk: positions changed, offsets and versions did not
@@ -814,10 +803,3 @@ def _redact_batch(batch: pa.RecordBatch, wanted: set[int]) -> tuple[pa.RecordBat
     return pa.record_batch(cols, schema=LOG_SCHEMA), n
 
 
-def fsync_dir(path: str) -> None:
-    """fsync a directory so a create, rename or unlink inside it is durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -8,16 +8,14 @@ import errno
 import functools
 import inspect
 import json
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import msgspec
 
+from .._util.fs import fsync_dir, write_atomic  # one copy, on the floor
 from ..errors import CorruptIndex, EideticaError
 from ..events import RecordedEvent
-from ..events.arrow_log import fsync_dir  # one copy, in the lowest layer that needs it
 
 __all__ = ["Projection", "SearchHit", "atomic_write_json", "read_json", "fsync_dir", "engine_boundary", "UTC"]
 
@@ -103,21 +101,7 @@ class SearchHit(msgspec.Struct, kw_only=True):
 
 def atomic_write_json(path: str, data: Any) -> None:
     """Write JSON to ``path`` atomically (temp file, fsync, rename, fsync dir)."""
-    d = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(d)
+    write_atomic(path, json.dumps(data, sort_keys=True))
 
 
 def read_json(path: str, default: Any = None) -> Any:

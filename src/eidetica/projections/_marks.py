@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+from .._util.fs import write_atomic
 from ._rows import Pred, Row
 
 __all__ = ["Marks"]
@@ -108,15 +109,9 @@ class Marks:
     def rewrite(self) -> None:
         """Rewrite the file with one line per mark (drops superseded lines)."""
         self.flush()
-        tmp = self.path + ".tmp"
-        with open(tmp, "w") as f:
-            for (t, fld, v), (time, kinds) in self.dels.items():
-                f.write(json.dumps(["d", t, fld, v, time, kinds]) + "\n")
-            for (t, s), (time, conf) in self.confs.items():
-                f.write(json.dumps(["c", t, s, time, conf]) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        lines = [json.dumps(["d", t, fld, v, time, kinds]) + "\n" for (t, fld, v), (time, kinds) in self.dels.items()]
+        lines += [json.dumps(["c", t, s, time, conf]) + "\n" for (t, s), (time, conf) in self.confs.items()]
+        write_atomic(self.path, "".join(lines), mode=0o644)
         self._unsynced = False
 
     def reset(self) -> None:

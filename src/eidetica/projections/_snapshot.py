@@ -27,6 +27,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from .._util.fs import replace
 from ._base import UTC, fsync_dir
 
 __all__ = ["SnapshotStore", "LoadedSnapshot", "SnapshotWarning"]
@@ -109,9 +110,9 @@ class SnapshotStore:
             if final.exists():  # same checkpoint written again (rebuild, compact): replace it
                 old = final.with_name(final.name + ".old")
                 shutil.rmtree(old, ignore_errors=True)
-                os.replace(final, old)
+                replace(final, old)
                 shutil.rmtree(old, ignore_errors=True)
-            os.replace(tmp, final)
+            replace(tmp, final)
             fsync_dir(str(self.dir))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

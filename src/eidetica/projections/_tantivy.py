@@ -36,7 +36,8 @@ import pyarrow as pa
 import tantivy
 from tantivy import Document, Filter, Index, Occur, Query, SchemaBuilder, TextAnalyzerBuilder, Tokenizer
 
-from ._base import engine_boundary, fsync_dir
+from .._util.fs import write_atomic
+from ._base import engine_boundary
 from ._rows import Filters, Pred, Row, term_value
 
 __all__ = ["TantivyChunks", "link_generation", "analyze", "query_terms", "QUERY_STOPWORDS", "ANALYZER"]
@@ -233,13 +234,7 @@ class TantivyChunks:
         return gen if gen and os.path.isdir(os.path.join(self.root, gen)) else None
 
     def _set_current(self, gen: str) -> None:
-        tmp = os.path.join(self.root, "CURRENT.tmp")
-        with open(tmp, "w") as f:
-            f.write(gen)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, os.path.join(self.root, "CURRENT"))
-        fsync_dir(self.root)
+        write_atomic(os.path.join(self.root, "CURRENT"), gen, mode=0o644)
 
     def _remove_stale(self) -> None:
         for name in os.listdir(self.root):

@@ -6,7 +6,6 @@ without reaching above the projections layer.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import warnings
@@ -14,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._util.fs import replace
 from ..errors import CorruptIndex
 from ..events import EventLog, RecordedEvent
 from ..events.types import decode
@@ -133,8 +133,8 @@ class LocalViews:
         old = self.index_dir.with_name(self.index_dir.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if self.index_dir.exists():
-            os.replace(self.index_dir, old)
-        os.replace(staging, final)
+            replace(self.index_dir, old)
+        replace(staging, final)
         shutil.rmtree(old, ignore_errors=True)  # old LanceDB versions and tantivy segments go with it
         self.index_dir = final
         self.model_id = embedder.model_id
