@@ -42,6 +42,7 @@ from .actors import (
 from .actors._text import check_id, check_metadata, check_text, sanitize_category
 from .errors import InvalidInput, ProviderError, ReplicaBehind
 from .events import ArrowLog, EventLog, RecordedEvent
+from .events.log import FSYNC_POLICIES
 from .events.streams import parse_stream
 from .projections import LocalViews, NoteInfo, SearchHit
 from .projections._names import names_in, strip_names
@@ -105,10 +106,12 @@ def open(  # noqa: A001 - the contract's name
         raise InvalidInput("read_only", "must be True or False", read_only)
     if runtime not in ("local", "ray"):
         raise InvalidInput("runtime", "must be 'local' or 'ray'", runtime)
+    if fsync not in FSYNC_POLICIES:  # checked here: on Ray the log that would refuse it lives in an actor
+        raise InvalidInput("fsync", f"must be one of {', '.join(FSYNC_POLICIES)}", fsync)
     if on_write_error not in WRITE_ERROR_MODES:
         raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
     if runtime == "ray":
-        parts = ray_opener()(path, embedder=embedder, llm=llm, config=config, clock=clock, **options)
+        parts = ray_opener()(path, embedder=embedder, llm=llm, config=config, clock=clock, fsync=fsync, **options)
         return Memory(
             parts.path, tenant=tenant, embedder=parts.embedder, llm=parts.llm, config=parts.config, clock=clock,
             log=parts.log, runtime=parts.runtime, views=parts.views, on_write_error=on_write_error,

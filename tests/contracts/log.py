@@ -458,3 +458,38 @@ class LogConformance:
         e = NewEvent(type="X", payload=b"p", event_id=uuid.UUID(int=7))
         log.append("a", [e])
         assert all_events(log)[0].event_id == uuid.UUID(int=7)
+
+    # -- the methods the store calls beyond the fold (sweep, stats, compaction) --------------------
+    def test_streams_lists_every_stream_with_an_event(self, log: EventLog) -> None:
+        assert log.streams() == []
+        log.append("a", [msg(0)])
+        log.append("b", [msg(1), msg(2)])
+        assert sorted(log.streams()) == ["a", "b"]
+
+    def test_event_offsets_find_logged_ids_only(self, log: EventLog) -> None:
+        evs = [msg(0), msg(1)]
+        first, _ = log.append("a", evs)
+        other = uuid.uuid4()
+        got = log.event_offsets([evs[1].event_id, other, evs[0].event_id], "a", "t")
+        assert got == [first + 1, None, first]
+        assert log.event_offsets([evs[0].event_id], "a", "another tenant") == [None]
+
+    def test_redact_keeps_the_envelope_and_drops_the_payload(self, log: EventLog) -> None:
+        evs = [msg(i) for i in range(4)]
+        log.append("a", evs)
+        p = log.partition_of("a")
+        report = log.redact({p: {1, 2}})
+        assert report["redacted"] == 2 and {"segments_rewritten", "bytes_before", "bytes_after"} <= set(report)
+        got = log.read_stream("a")
+        assert [g.event_id for g in got] == [e.event_id for e in evs]  # ids, versions and offsets stay
+        assert [g.type for g in got] == ["MessageAppended", "Redacted", "Redacted", "MessageAppended"]
+        assert all(b"message 1" not in g.payload and b"message 2" not in g.payload for g in got)
+        assert got[3].decode().content == "message 3"
+        assert log.redact({p: {1}})["redacted"] == 0  # already gone: nothing more to do
+        log.append("a", [msg(9)])  # the log takes appends again afterwards
+        assert log.read_stream("a")[-1].version == 4
+
+    def test_disk_bytes_and_maintain_answer(self, log: EventLog) -> None:
+        log.append("a", [msg(0)])
+        assert isinstance(log.disk_bytes(), int) and log.disk_bytes() >= 0
+        assert isinstance(log.maintain(), int)

@@ -52,6 +52,10 @@ class LogActor:
             # one partition: block on its next commit; several: look again every 50 ms
             self.log.wait_for(nexts[0], partition=0, timeout=remaining if parts == 1 else min(remaining, 0.05))
 
+    def fsync_policy(self) -> str:
+        """The log's ``fsync`` setting (``always``, ``batch`` or ``never``)."""
+        return self.log.fsync
+
     def pid(self) -> int:
         """The process id (for fault-injection tests)."""
         return os.getpid()

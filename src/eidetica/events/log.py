@@ -42,9 +42,10 @@ from .envelope import (
     validate_append,
 )
 
-__all__ = ["EventLog", "BatchLog", "FsyncPolicy", "DEFAULT_MAX_PAYLOAD_BYTES"]
+__all__ = ["EventLog", "BatchLog", "FsyncPolicy", "FSYNC_POLICIES", "DEFAULT_MAX_PAYLOAD_BYTES"]
 
 FsyncPolicy = Literal["always", "batch", "never"]
+FSYNC_POLICIES: tuple[str, ...] = ("always", "batch", "never")
 DEFAULT_MAX_PAYLOAD_BYTES = 16 * 1024 * 1024
 
 
@@ -109,6 +110,30 @@ class EventLog(abc.ABC):
                 continue
             out.extend(e for e in self.read(o, 1, partition=partition) if e.offset == o)
         return out
+
+    # -- what the store reads and does beyond the fold (sweep, stats, compaction, housekeeping) --
+    @abc.abstractmethod
+    def streams(self) -> list[str]:
+        """Every stream with at least one event."""
+
+    @abc.abstractmethod
+    def event_offsets(self, event_ids: Sequence[uuid.UUID], stream: str, tenant: str) -> list[int | None]:
+        """Where a tenant's event ids were logged in a stream's partition (None: not logged)."""
+
+    @abc.abstractmethod
+    def redact(self, offsets: dict[int, set[int]]) -> dict[str, int]:
+        """Keep the events at these offsets (partition -> offsets) as envelopes and drop their payloads (compaction).
+
+        Returns ``{"redacted", "segments_rewritten", "bytes_before", "bytes_after"}``; needs exclusive use.
+        """
+
+    def disk_bytes(self) -> int:
+        """Bytes the log takes on disk (0: it keeps nothing there)."""
+        return 0
+
+    def maintain(self) -> int:
+        """Write what is due now (recovery checkpoints); returns how many were written (0: nothing to keep)."""
+        return 0
 
     def subscribe(
         self,
@@ -484,7 +509,7 @@ class BatchLog(EventLog):
     ) -> None:
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
             raise InvalidInput("partitions", "must be an int >= 1", partitions)
-        if fsync not in ("always", "batch", "never"):
+        if fsync not in FSYNC_POLICIES:
             raise InvalidInput("fsync", "must be 'always', 'batch' or 'never'", fsync)
         if not isinstance(max_payload_bytes, int) or max_payload_bytes < 1:
             raise InvalidInput("max_payload_bytes", "must be a positive int", max_payload_bytes)

@@ -22,3 +22,17 @@ class InMemoryLog(BatchLog):
 
     def _load(self, partition: int, entries: list[_BatchEntry]) -> Iterator[pa.RecordBatch]:
         return (e.locator for e in entries)
+
+    def redact(self, offsets: dict[int, set[int]]) -> dict[str, int]:
+        """Replace the payloads at these offsets with ``Redacted`` markers, in place (nothing is on disk)."""
+        from .arrow_log import _redact_batch  # the one rewrite of a batch, shared with ArrowLog
+
+        redacted = 0
+        for p, wanted in offsets.items():
+            if not wanted:
+                continue
+            for entry in self._part(p).batches:  # in memory: every entry is an object, its locator the batch
+                if any(entry.first <= o < entry.first + entry.count for o in wanted):
+                    entry.locator, n = _redact_batch(entry.locator, wanted)
+                    redacted += n
+        return {"redacted": redacted, "segments_rewritten": 0, "bytes_before": 0, "bytes_after": 0}
