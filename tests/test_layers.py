@@ -170,3 +170,33 @@ def test_the_events_docstring_maps_every_event_type() -> None:
 
     rows = set(re.findall(r"^([A-Z]\w+) {2,}", events.__doc__ or "", re.M))
     assert rows == {t.__name__ for t in EVENT_TYPES}
+
+
+def _memory_privates() -> set[str]:
+    """The private members of ``Memory``: its ``_`` methods and the ``self._x`` it assigns."""
+    tree = ast.parse((SRC / "memory.py").read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Memory")
+    out = {n.name for n in cls.body if isinstance(n, ast.FunctionDef) and n.name.startswith("_")
+           and not n.name.startswith("__")}
+    out |= {t.target.id for t in cls.body if isinstance(t, ast.AnnAssign) and isinstance(t.target, ast.Name)}
+    out |= {t.id for n in cls.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            out.add(node.attr)
+    return {n for n in out if n.startswith("_") and not n.startswith("__")}
+
+
+def test_nothing_outside_memory_touches_its_privates() -> None:
+    """The services are typed on ``_store.store.Store`` and go through its gate: no ``m._sync()`` from outside."""
+    privates = _memory_privates()
+    assert {"_owner", "_hk"} <= privates  # the walker sees them
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path == SRC / "memory.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            # another object's attribute (an object's own ``self._x`` is its own business)
+            if (isinstance(node, ast.Attribute) and node.attr in privates
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                found.append(f"{path.relative_to(SRC)}:{node.lineno} .{node.attr}")
+    assert found == []

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import logging
 import os
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,33 +16,29 @@ from ._store import context as _context
 from ._store import reembed as _reembed
 from ._store import reextract as _reextract
 from ._store import revert as _revert
+from ._store import upkeep as _upkeep
 from ._store.context import CONTEXT_TOKENS
 from ._store.erasure import compact, forget_session
-from ._store.floor import floor_from_json
 from ._store.items import Items
 from ._store.owners import append_through_owner
 from ._store.pending import WRITE_ERROR_MODES, PendingWrites
-from ._store.searching import check_k, holds, search_hits, shown, to_hit
-from ._store.session_handle import SessionHandle
-from ._store.transfer import export_events, import_events, tenant_events
+from ._store.searching import check_k, holds, search_hits, to_hit
+from ._store.session_handle import SessionHandle, open_session
+from ._store.store import Gate
+from ._store.transfer import export_events, import_events
 from .actors import (
-    STRATEGIES,
     ActorSnapshots,
     EmbedderRecord,
     Hit,
     LocalRuntime,
     MemoryConfig,
     Runtime,
-    Schedules,
-    SessionActor,
-    _usage,
 )
 from .actors._text import check_id, check_metadata, check_text, sanitize_category
-from .errors import InvalidInput, ProviderError, ReplicaBehind
-from .events import ArrowLog, EventLog, RecordedEvent
+from .errors import InvalidInput
+from .events import ArrowLog, EventLog
 from .events.log import FSYNC_POLICIES
-from .events.streams import parse_stream
-from .projections import LocalViews, NoteInfo, SearchHit
+from .projections import LocalViews, NoteInfo, SearchHit, Views
 from .projections._names import names_in, strip_names
 from .projections._ranking import (
     FACT_MIN_SCORE,
@@ -127,6 +121,7 @@ class Memory:
     """Long-term memory for one tenant: sessions, facts, notes, schedules, search."""
 
     read_only = False  # True for a handle of open(..., read_only=True): it writes nothing to the store
+    _owner = True  # False for a for_tenant view: closing it leaves the store open
 
     def __init__(
         self,
@@ -140,7 +135,7 @@ class Memory:
         fsync: str = "always",
         log: EventLog | None = None,
         runtime: Runtime | None = None,
-        views: Any = None,
+        views: Views | None = None,
         on_write_error: str = "raise",
         replica_timeout: float = 30.0,
     ) -> None:
@@ -150,7 +145,7 @@ class Memory:
         self.replica_timeout = float(replica_timeout)
         if on_write_error not in WRITE_ERROR_MODES:
             raise InvalidInput("on_write_error", f"must be one of {', '.join(WRITE_ERROR_MODES)}", on_write_error)
-        self._pending: PendingWrites | None = PendingWrites() if on_write_error == "queue" else None
+        self.gate = Gate(self, PendingWrites() if on_write_error == "queue" else None)
         if config is not None and not isinstance(config, MemoryConfig):
             raise InvalidInput("config", "must be a MemoryConfig", config)
         self.config = config or MemoryConfig()
@@ -159,18 +154,16 @@ class Memory:
         self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.embedder = embedder or default_embedder()
         self.llm = llm or OfflineLLM()
-        self.log = log or ArrowLog(self.path / "log", fsync=fsync)  # type: ignore[arg-type]
-        self._closed = False
+        self.log: EventLog = log or ArrowLog(self.path / "log", fsync=fsync)  # type: ignore[arg-type]
         try:
             self._check_embedder()
-            self.views = views or LocalViews(self.path, self.log, self.embedder,
+            self.views: Views = views or LocalViews(self.path, self.log, self.embedder,
                                              snapshot_events=self.config.snapshot_events,
                                              snapshot_seconds=self.config.snapshot_seconds)
-            self._qlock = threading.RLock()
             self.actor_snapshots = ActorSnapshots(self.path / "snapshots" / "actors", self.config.actor_snapshot_events)
-            self.runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock,
+            self.runtime: Runtime = runtime or LocalRuntime(self.log, self.embedder, self.llm, self.config, self.clock,
                                                    self.actor_snapshots)
-            self.schedules = self._schedules_face()
+            self.schedules = _upkeep.schedules_face(self)
             self.items = Items(self)
         except BaseException:
             self.log.close()
@@ -178,12 +171,13 @@ class Memory:
         self._hk_stop = threading.Event()
         self._hk: threading.Thread | None = None
         # embedded stores only: on Ray the log and the views live in their own actors
-        if self.config.housekeeping_seconds > 0 and isinstance(self.log, ArrowLog) and isinstance(self.views, LocalViews):
-            self._hk = threading.Thread(target=self._housekeeping, name="eidetica-housekeeping", daemon=True)
+        if self.config.housekeeping_seconds > 0 and self.log.durable and self.views.local() is not None:
+            self._hk = threading.Thread(target=_upkeep.housekeeping_loop, args=(self, self._hk_stop),
+                                        name="eidetica-housekeeping", daemon=True)
             self._hk.start()
         self.extraction_failures = 0
         if self.config.auto_extract:
-            self._resume_extraction()
+            _upkeep.resume_extraction(self)
 
     def for_tenant(self, tenant: str) -> Memory:
         """The same store seen as another tenant (shares the log, indices and actors)."""
@@ -192,17 +186,10 @@ class Memory:
         view = copy.copy(self)
         view.tenant = check_id("tenant", tenant)
         view._owner = False  # closing a view leaves the store open
-        view.schedules = view._schedules_face()
+        view.gate = self.gate.beside(view)
+        view.schedules = _upkeep.schedules_face(view)
         view.items = Items(view)
         return view
-
-    def _schedules_face(self) -> Schedules:
-        """Schedules of this tenant: writes through the users' actors, reads from the caught-up state."""
-        def state() -> Any:
-            self._sync()
-            return self.state
-
-        return Schedules(self.tenant, self.config, self.clock, lambda u: self.runtime.schedules(self.tenant, u), state)
 
     # -- lifecycle -------------------------------------------------------------------
     def _check_embedder(self) -> None:
@@ -210,37 +197,22 @@ class Memory:
 
     def housekeep(self) -> dict[str, Any]:
         """Write what is due now: the log's recovery checkpoints and the state snapshot (the housekeeping thread's work)."""
-        out: dict[str, Any] = {"log_checkpoints": 0, "state_snapshot": None}
-        if isinstance(self.log, ArrowLog):
-            out["log_checkpoints"] = self.log.maintain()
-        if isinstance(self.views, LocalViews):
-            with self._qlock:
-                if not self._closed:
-                    out["state_snapshot"] = self.views.housekeep()
-        return out
-
-    def _housekeeping(self) -> None:
-        """Off the appends' path: checkpoints and snapshots of a long-running process (a server) while it writes."""
-        while not self._hk_stop.wait(self.config.housekeeping_seconds):
-            try:
-                self.housekeep()
-            except Exception:  # noqa: BLE001 - an optimisation only: the next open replays more
-                logging.getLogger("eidetica").warning("housekeeping failed", exc_info=True)
+        return _upkeep.housekeep(self)
 
     def close(self) -> None:
         """Flush and release the store."""
-        if self._closed:
+        if self.gate.closed:
             return
-        if not getattr(self, "_owner", True):
-            self._closed = True
+        if not self._owner:
+            self.gate.closed = True
             return
         self._hk_stop.set()
         if self._hk is not None and self._hk is not threading.current_thread():
             self._hk.join()
-        self._closed = True
+        self.gate.closed = True
         try:
-            if self._pending is not None:
-                self._pending.close()  # one last try; what still fails is logged as lost
+            if self.gate.pending is not None:
+                self.gate.pending.close()  # one last try; what still fails is logged as lost
             self.runtime.close()
             self.views.close()
         finally:
@@ -252,20 +224,14 @@ class Memory:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _write(self, what: str, write: Callable[[], Any], placeholder: Any) -> Any:
-        """Do a write; in best-effort mode a storage failure queues it and returns ``placeholder``."""
-        if self._pending is None:
-            return write()
-        return self._pending.run(what, write, placeholder)
-
     def retry_pending(self) -> int:
         """Retry queued writes now (best-effort mode); returns how many still wait for the disk."""
-        return self._pending.retry() if self._pending is not None else 0
+        return self.gate.pending.retry() if self.gate.pending is not None else 0
 
     @property
     def pending_writes(self) -> int:
         """Writes waiting for the disk (always 0 unless opened with ``on_write_error="queue"``)."""
-        return len(self._pending) if self._pending is not None else 0
+        return len(self.gate.pending) if self.gate.pending is not None else 0
 
     @property
     def state(self) -> Any:
@@ -282,58 +248,14 @@ class Memory:
         """The projector that feeds the views from the log."""
         return self.views.projector
 
-    def _drain_items(self) -> None:
-        """Wait for item vectors written behind their puts (part of "your writes")."""
-        behind = getattr(self.runtime, "items_behind", None)
-        if behind is not None:
-            behind.drain()
-
     @property
     def written(self) -> dict[int, int]:
         """The last log offset per partition this handle wrote (or, on Ray, found committed when it opened): pass it as another handle's ``min_offset``."""
-        tracked = getattr(self.runtime, "written", None)
+        tracked = self.runtime.written_floor()
         if tracked is not None:  # Ray: the offsets this handle's writes reached
-            return tracked.floor()
+            return tracked
         # embedded: one writer in this process, so every committed event counts
         return {p: h - 1 for p in range(self.log.partitions) if (h := self.log.head(p)) > 0}
-
-    def _min_floor(self, min_offset: int | Mapping[int, int] | None) -> dict[int, int]:
-        """``min_offset`` as partition -> offset, checked (an int names partition 0 of a one-partition log; keys may be
-        ``Eidetica-Written``'s strings)."""
-        if min_offset is None:
-            return {}
-        parts = self.log.partitions
-        if isinstance(min_offset, Mapping):
-            items = floor_from_json(dict(min_offset))  # the header's own form, {"0": 5}, too
-        elif isinstance(min_offset, int) and not isinstance(min_offset, bool):
-            if parts != 1:
-                raise InvalidInput("min_offset", f"the log has {parts} partitions: pass {{partition: offset}}",
-                                   min_offset)
-            items = {0: min_offset}
-        else:
-            raise InvalidInput("min_offset", "must be an offset (int) or {partition: offset}", min_offset)
-        for p, o in items.items():
-            if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < parts:
-                raise InvalidInput("min_offset", f"partition {p!r} is not in [0, {parts})", min_offset)
-            if isinstance(o, bool) or not isinstance(o, int):
-                raise InvalidInput("min_offset", f"offset {o!r} is not an int", min_offset)
-        return {p: o for p, o in items.items() if o >= 0}  # -1: nothing written (a buffered append)
-
-    def _await_floor(self, floor: dict[int, int]) -> None:
-        """Wait up to ``replica_timeout`` for the log to commit ``floor``, else ``ReplicaBehind`` (never a stale answer)."""
-        deadline = time.monotonic() + self.replica_timeout
-        for p, o in floor.items():
-            if not self.log.wait_for(o, partition=p, timeout=max(0.0, deadline - time.monotonic())):
-                heads = {q: self.log.head(q) for q in floor}
-                raise ReplicaBehind("embedded", {q: x + 1 for q, x in floor.items()}, heads, self.replica_timeout)
-
-    def _sync(self) -> None:
-        """Read your own writes: apply everything committed before answering."""
-        if self._closed:
-            raise InvalidInput("memory", "is closed")
-        self._drain_items()
-        with self._qlock:
-            self.projector.refresh()
 
     # -- sessions --------------------------------------------------------------------
     def session(
@@ -344,68 +266,16 @@ class Memory:
         ``buffer=N`` keeps up to N appends locally and writes them in one call (one round
         trip on Ray) when full, after ``flush_seconds``, or before any read.
         """
-        if self._closed:
-            raise InvalidInput("memory", "is closed")
-        check_id("session_id", session_id)
-        check_id("user", user)
-        if strategy is not None and strategy not in STRATEGIES:
-            raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
-        actor = self.runtime.session(self.tenant, session_id, user)
-        if actor.owner is not None and actor.owner != user and actor.started:
-            raise InvalidInput("user", f"session {session_id!r} belongs to another user")
-        if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
-            raise InvalidInput("buffer", "must be an int >= 0", buffer)
-        return SessionHandle(self, actor, strategy, buffer, flush_seconds)
+        return open_session(self, session_id, user, strategy, buffer, flush_seconds)
 
     def list_sessions(self, *, user: str | None = None) -> list[Any]:
         """Sessions of the tenant (or a user), most recently updated first."""
-        self._sync()
+        self.gate.sync()
         return self.state.sessions(self.tenant, user)
 
     def forget_session(self, session_id: str) -> None:
         """Forget a session: messages, summaries and their chunks."""
         forget_session(self, check_id("session_id", session_id))  # and what was derived from its messages alone
-
-    def _after_append(self, actor: SessionActor, items: list[dict[str, Any]], strategy: str) -> None:
-        if self.config.auto_extract:
-            users = [dict(i, session_id=actor.session_id) for i in items if i["role"] == "user"]
-            if users:
-                try:
-                    self.runtime.curator(self.tenant, actor.user_id).extract(users)
-                except ProviderError:
-                    self.extraction_failures += 1  # the messages are logged; sweep() retries them
-        if strategy == "summarizing" and actor.needs_summary():
-            try:
-                self.runtime.summarizer().summarize(actor)
-            except ProviderError:
-                pass  # the history is intact; the next append tries again
-        if self.config.max_sessions is not None and actor.version <= len(items) + 1:
-            self._prune_sessions()
-
-    def _resume_extraction(self, tenant: str | None = None) -> int:
-        """Extract the user messages (of ``tenant``, else every tenant) committed without an ``ExtractionCompleted``
-        (a crash between the append and its extraction, a provider failure); at open and in sweep(); returns the facts written."""
-        self._sync()
-        found = 0
-        pending: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for t, m in self.state.pending_extractions():
-            if tenant is not None and t != tenant:
-                continue
-            pending.setdefault((t, m.user_id), []).append(
-                {"session_id": m.session_id, "sequence": m.sequence, "content": m.content, "metadata": m.metadata,
-                 "time": m.time})
-        for (t, user), msgs in pending.items():
-            try:
-                found += len(self.runtime.curator(t, user).extract(msgs))
-            except ProviderError:
-                self.extraction_failures += 1  # still pending: sweep() or the next open retries
-        return found
-
-    def _prune_sessions(self) -> None:
-        self._sync()
-        sessions = [s for s in self.state.sessions(self.tenant)]
-        for s in sessions[self.config.max_sessions :]:
-            self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
 
     # -- facts -----------------------------------------------------------------------
     def remember(self, content: str, category: str = "general", *, user: str, request_id: str | None = None,
@@ -427,7 +297,7 @@ class Memory:
         if request_id is not None:
             check_id("request_id", request_id)
         rid = request_id or uuid.uuid4().hex  # the request id makes a retried (queued) call exactly-once
-        return self._write(
+        return self.gate.write(
             "remember", lambda: self.runtime.curator(self.tenant, user).remember(content, category, request_id=rid,
                                                                                        metadata=metadata),
             f"pending:{rid}",
@@ -489,18 +359,7 @@ class Memory:
         check_id("user", user)
         check_k("limit", limit)
         want = check_metadata("metadata", metadata)
-        self._sync()
-        facts = [f for f in self.state.facts(self.tenant, user) if holds(f.metadata, want)]
-        if category is not None:
-            cat = sanitize_category(category)
-            facts = [f for f in facts if f.category == cat]
-        facts = sorted(facts, key=lambda f: (-f.confidence, -f.updated.timestamp(), f.fact_id))[:limit]
-        return [
-            Hit(id=f.fact_id, kind="fact", text=f.content, score=shown(f.confidence), time=f.created,
-                category=f.category, user_id=user, confidence=f.confidence, source_id=f.fact_id,
-                metadata={**f.metadata, "sources": f.sources})
-            for f in facts
-        ]
+        return _upkeep.list_memories(self, user, None if category is None else sanitize_category(category), limit, want)
 
     def forget(self, fact_id: str, *, user: str, request_id: str | None = None) -> None:
         """Forget one fact (``request_id`` and, on a server, the API key's name are recorded: ``explain``)."""
@@ -519,15 +378,7 @@ class Memory:
 
     def forget_user(self, user: str) -> None:
         """Forget everything about a user: facts, notes, schedules, sessions."""
-        check_id("user", user)
-        self._sync()
-        for s in self.state.sessions(self.tenant, user):
-            self.runtime.session(self.tenant, s.session_id, user).forget()
-        self.runtime.curator(self.tenant, user).forget_user()
-        self.runtime.notes(self.tenant, user).forget_user()
-        self.runtime.items(self.tenant, user).forget_user()
-        self.runtime.schedules(self.tenant, user).forget_user()
-        self._sync()
+        _upkeep.forget_user(self, check_id("user", user))
 
     # -- notes -----------------------------------------------------------------------
     def store_note(self, text: str, *, user: str, session_id: str | None = None) -> str:
@@ -536,14 +387,14 @@ class Memory:
         check_text("text", text)
         _revert.check_link(self, user, session_id)
         note_id = f"note-{uuid.uuid4()}"  # chosen here: a queued note already has its id
-        return self._write("store_note", lambda: self.runtime.notes(self.tenant, user).store(
+        return self.gate.write("store_note", lambda: self.runtime.notes(self.tenant, user).store(
             text, note_id=note_id, session_id=session_id), note_id)
 
     def list_notes(self, *, user: str, limit: int = 20) -> list[NoteInfo]:
         """The user's notes, newest first."""
         check_id("user", user)
         check_k("limit", limit)
-        self._sync()
+        self.gate.sync()
         return self.state.notes(self.tenant, user)[:limit]
 
     def update_note(self, note_id: str, text: str, *, user: str) -> None:
@@ -567,7 +418,7 @@ class Memory:
         "Note: ..." is not taken for a person).
         """
         check_id("user", user)
-        self._sync()
+        self.gate.sync()
         return self.views.participant_names(self.tenant, user)
 
     def _search(self, query: str, **kw: Any) -> list[Hit]:
@@ -666,25 +517,14 @@ class Memory:
         if not isinstance(as_data, bool):
             raise InvalidInput("as_data", "must be True or False", as_data)
         now = check_now(now)
-        self._sync()
+        self.gate.sync()
         data = _context.build(self, query, user=user, max_facts=max_facts, max_tokens=max_tokens, now=now)
         return data if as_data else _context.render(data)
 
     # -- maintenance -----------------------------------------------------------------
     def sweep(self, now: dt.datetime | None = None) -> dict[str, int]:
         """Decay and prune facts of every user, and retry pending extractions."""
-        self._sync()
-        users = {s.user_id for s in self.state.sessions(self.tenant)}
-        users |= {parse_stream(s)[2] for s in self.log.streams() if s.startswith("facts:")}  # type: ignore[attr-defined]
-        totals = {"decayed": 0, "pruned": 0, "extracted": 0}
-        for user in sorted(users):
-            cur = self.runtime.curator(self.tenant, user)
-            r = cur.sweep(now or self.clock())
-            totals["decayed"] += r["decayed"]
-            totals["pruned"] += r["pruned"]
-        if self.config.auto_extract:
-            totals["extracted"] = self._resume_extraction(self.tenant)
-        return totals
+        return _upkeep.sweep(self, now)
 
     def usage(self, user: str | None = None, since: dt.datetime | None = None,
               until: dt.datetime | None = None) -> dict[str, Any]:
@@ -693,88 +533,35 @@ class Memory:
         ``since`` inclusive, ``until`` exclusive (aware datetimes); ``fallbacks``: extractions past
         ``llm_tokens_per_day`` that ran the offline extractor instead (no call, no tokens).
         """
-        if user is not None:
-            check_id("user", user)
-        for name, v in (("since", since), ("until", until)):
-            if v is not None and (not isinstance(v, dt.datetime) or v.tzinfo is None):
-                raise InvalidInput(name, "must be a timezone-aware datetime", v)
-        self._drain_items()
-        return _usage.usage(self.log, self.tenant, user, since, until)
+        return _upkeep.usage(self, user, since, until)
 
     def stats(self) -> dict[str, Any]:
         """Counts and sizes: events, streams, log bytes, index rows, projection lag."""
-        self._sync()
-        out = {
-            "tenant": self.tenant,
-            "events": sum(self.log.head(p) for p in range(self.log.partitions)),
-            "streams": len(self.log.streams()),  # type: ignore[attr-defined]
-            "log_bytes": self.log.disk_bytes() if hasattr(self.log, "disk_bytes") else 0,  # type: ignore[attr-defined]
-            "index": self.index.stats(),
-            "lag": self.projector.lag(),
-            "sessions": len(self.state.sessions(self.tenant)),
-            "summaries_committed": self.runtime.summarizer().committed,
-            "summaries_stale": self.runtime.summarizer().stale,
-            "extraction_failures": self.extraction_failures,
-            "embedder": self.embedder.model_id,
-            "snapshot": self._snapshot_stats(),
-            # beyond max_memories a user's weakest facts are pruned on every remember: say so
-            "facts": {**self.state.fact_counts(self.tenant, self.config.max_memories),
-                      "max_memories": self.config.max_memories},
-        }
-        if hasattr(self.views, "status"):  # view replicas (Ray): applied offsets and lag of each
-            out["replicas"] = self.views.status()
-        return out
-
-    def _snapshot_stats(self) -> dict[str, Any]:
-        """The state snapshot's age and the tail a start would replay after it."""
-        info = self.state.snapshot_info()
-        ck, created = info["checkpoint"], info["created"]
-        heads = {p: self.log.head(p) for p in range(self.log.partitions)}
-        return {
-            "age_s": None if created is None else round((_utcnow() - created).total_seconds(), 1),
-            "tail_events": sum(h - ck.get(p, 0) for p, h in heads.items()),
-            "path": info["path"],
-        }
+        return _upkeep.stats(self)
 
     def snapshot(self) -> str | None:
         """Write a snapshot of the in-memory state now; returns its directory (None when the store is empty)."""
-        self._sync()
-        with self._qlock:
+        self.gate.sync()
+        with self.gate.lock:
             paths = self.projector.snapshot()
         return paths[0] if paths else None
 
-    def _tenant_events(self) -> Iterator[RecordedEvent]:
-        """This tenant's events in log order (what ``export`` writes; the server streams them)."""
-        return tenant_events(self.log, self.tenant)
-
     def export(self, path: str | os.PathLike[str]) -> int:
         """Write this tenant's events (JSONL, or Parquet for ``.parquet``); returns how many."""
-        self._drain_items()
+        self.gate.drain()
         return export_events(self.log, self.tenant, path)
 
     def import_(self, path: str | os.PathLike[str]) -> dict[str, Any]:
         """Append events exported by ``export`` into this tenant; returns ``{"written", "skipped", "conflicts": [ids]}``."""
         n = import_events(self.log, self.tenant, path, lambda stream, evs: append_through_owner(self.runtime, stream, evs))
         self.items._recovered = False  # imported puts may still want their vectors (written behind)
-        if isinstance(self.runtime, LocalRuntime):
-            self.runtime.close()  # actors refold from the log on next use
-        self._sync()
+        self.runtime.refold()  # actors held here fold the log again on next use
+        self.gate.sync()
         return n
 
     def clear(self, sessions: bool = True, memories: bool = True) -> None:
         """Forget every session and/or every fact and note of this tenant."""
-        self._sync()
-        if sessions:
-            for s in self.state.sessions(self.tenant):
-                self.runtime.session(self.tenant, s.session_id, s.user_id).forget()
-        if memories:
-            users = {parse_stream(s)[2] for s in self.log.streams() if s.split(":")[0] in ("facts", "notes", "items")  # type: ignore[attr-defined]
-                     and parse_stream(s)[1] == self.tenant}
-            for u in sorted(users):
-                self.runtime.curator(self.tenant, u).forget_user()
-                self.runtime.notes(self.tenant, u).forget_user()
-                self.runtime.items(self.tenant, u).forget_user()
-        self._sync()
+        _upkeep.clear(self, sessions, memories)
 
     # -- deletion for real, model switches ----------------------------------------------
     def compact(self) -> dict[str, Any]:
@@ -804,5 +591,5 @@ class Memory:
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop the projections and replay the log into them; returns events replayed."""
-        with self._qlock:
+        with self.gate.lock:
             return self.projector.rebuild(None, progress)

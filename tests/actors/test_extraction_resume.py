@@ -23,7 +23,7 @@ CHILD = str(SUPPORT / "_crash_extract_child.py")
 
 
 def _pending(m: eidetica.Memory) -> list[tuple[str, str, int]]:
-    m._sync()  # read your writes: the state folds what was committed
+    m.gate.sync()  # read your writes: the state folds what was committed
     return sorted((t, x.session_id, x.sequence) for t, x in m.state.pending_extractions())
 
 
@@ -90,7 +90,7 @@ def test_pending_extractions_survive_a_state_snapshot_and_equal_a_replay(tmp_pat
     with eidetica.open(tmp_path / "s", embedder=HashEmbedder(dim=64), llm=FailingLLM()) as m:
         for i in range(3):
             m.session(f"s{i}", user="u").append("user", f"I live in city {i}.")
-        m._sync()
+        m.gate.sync()
         assert m.views.state.write_snapshot()
         m.session("s0", user="u").append("user", "I like tea.")
         before = _pending(m)

@@ -132,5 +132,5 @@ def test_a_malformed_decision_is_a_provider_error_and_writes_nothing(llm_mem) ->
 
 def test_the_read_model_carries_the_attribute(mem) -> None:
     fid = mem.remember("I live in Oslo.", user="u")
-    mem._sync()
+    mem.gate.sync()
     assert mem.state.fact(mem.tenant, fid).attribute == "residence"

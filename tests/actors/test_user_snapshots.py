@@ -106,7 +106,7 @@ def test_notes_items_schedules_from_snapshot_equal_full_replay(tmp_path: Path, s
         for step in range(80):
             _op(m, rng, rng.choice(["u", "u", "v"]))
             if step % 6 == 5:
-                m._sync()  # the items' vectors written behind: both folds below see the same log
+                m.gate.sync()  # the items' vectors written behind: both folds below see the same log
                 for kind in KINDS:
                     getattr(m.runtime, kind)(m.tenant, "u").save_snapshot(force=rng.random() < 0.5)
                     with warnings.catch_warnings():
@@ -141,7 +141,7 @@ def test_a_damaged_snapshot_is_refused_with_a_warning_and_the_actor_replays(tmp_
             m.schedules.create(f"job {i}", "interval", 3600, user="u")
         m.items.put([{"namespace": ("docs",), "key": f"k{i}", "value": {"i": i}, "texts": None, "user": "u"}
                      for i in range(12)])
-        m._sync()
+        m.gate.sync()
         m.runtime.save_snapshots()
         for kind in KINDS:
             want = fold(_fresh(m, kind, "u", None))
@@ -184,13 +184,13 @@ def test_an_item_put_whose_vectors_never_came_is_embedded_on_the_next_start(tmp_
     with eidetica.open(tmp_path / "s", embedder=Flaky(dim=32), config=config) as m:
         m.items.put([{"namespace": ("u", "m"), "key": f"k{i}", "value": {"i": i}, "texts": [f"item {i}"], "user": "u"}
                      for i in range(4)])
-        m._sync()
+        m.gate.sync()
         actor = m.runtime.items(m.tenant, "u")
         if not covered:
             actor.save_snapshot(force=True)
         m.items.put([{"namespace": ("u", "m"), "key": "lost", "value": {"t": 1}, "texts": ["plays the bassoon"], "user": "u"}])
         with pytest.raises(RuntimeError, match="model down"):
-            m._sync()  # the write-behind worker failed: the put is in the log, its vectors are not
+            m.gate.sync()  # the write-behind worker failed: the put is in the log, its vectors are not
         if covered:
             actor.save_snapshot(force=True)  # then the process dies
         assert list(actor.unembedded) == [lost]

@@ -130,7 +130,7 @@ def test_reopened_after_a_spilled_rebuild_it_keeps_converging(logged) -> None:
 
 def _rows(m) -> list[tuple]:
     """The index's rows: (id, kind, text, confidence, source), sorted, once every write is applied."""
-    m._sync()  # items' vectors are written behind their puts
+    m.gate.sync()  # items' vectors are written behind their puts
     return sorted((r[1], r[5], r[7], r[9], r[6]) for r in m.index.snapshot()["lance"])
 
 

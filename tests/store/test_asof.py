@@ -65,7 +65,7 @@ def test_as_of_a_large_store_answers_as_the_store_did(tmp_path, monkeypatch, how
         note = m.store_note("flight lands 10:40", user="u")
         m.items.put([{"namespace": ("docs",), "key": "a", "value": {"v": 1}, "texts": ["kw5 alpha item"], "user": "u"}])
         _write(m, 0, 2600)
-        m._sync()
+        m.gate.sync()
         assert m.log.head(0) >= BULK_EVENTS  # the past view replays in bulk
         cut = m.log.head(0) - 1
         time.sleep(0.01)

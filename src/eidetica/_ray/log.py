@@ -109,6 +109,11 @@ class RemoteLog(EventLog):
         """Where a tenant's event ids were logged in a stream's partition (one call)."""
         return _get(self.handle.call.remote("event_offsets", list(event_ids), stream, tenant))
 
+    @property
+    def fsync(self) -> str:
+        """The log actor's ``fsync`` setting (what ``open(..., fsync=...)`` asked of it)."""
+        return _get(self.handle.fsync_policy.remote())
+
     def disk_bytes(self) -> int:
         """Bytes of the log on disk."""
         return _get(self.handle.call.remote("disk_bytes"))

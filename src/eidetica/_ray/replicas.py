@@ -12,6 +12,7 @@ from typing import Any
 
 import ray
 
+from ..projections import Views
 from ..providers import Embedder
 from .calls import ACTOR_OPTIONS, Written, _get, _raise_to, store_key
 from .embedder import EmbedderActor, RemoteEmbedder
@@ -57,7 +58,7 @@ def _serving_order(nodes: Sequence[str], here: str, spread: int) -> list[int]:
     return ([first] if first is not None else []) + [i for i in range(len(nodes)) if i != first]
 
 
-class ReplicatedViews:
+class ReplicatedViews(Views):
     """Views served by N replicas: reads go to a replica on this process's node when there is one.
 
     Read-your-writes: a read's floor is the last offset per partition this handle's writes
@@ -67,6 +68,8 @@ class ReplicatedViews:
     tail on its own besides. A replica that dies is restarted by Ray (``max_restarts``) and
     refolds from its own checkpoint; meanwhile reads go to another replica.
     """
+
+    replicated = True  # each read carries its floor to its replica
 
     def __init__(
         self, log: RemoteLog, handles: list[Any], names: list[str], embedder_handle: Any, timeout: float,

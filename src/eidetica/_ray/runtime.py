@@ -99,6 +99,10 @@ class RayRuntime(Runtime):
         """A Summarizer actor."""
         return self._actor("summarizer", Summarizer, ("0",), ())
 
+    def written_floor(self) -> dict[int, int]:
+        """The last offset per partition this handle's writes reached (or found committed when it opened)."""
+        return self.written.floor()
+
     def retire_idle(self) -> int:
         """Kill session actors idle for longer than ``idle_seconds``; they come back on demand."""
         now = time.monotonic()

@@ -15,6 +15,7 @@ from typing import Any
 import ray
 
 from .._util.fs import replace
+from ..projections import Views
 from ..projections._projector import BULK_EVENTS
 from ..providers import Embedder
 from .calls import _get
@@ -207,8 +208,8 @@ class ViewsActor:
         return os.getpid()
 
 
-class RemoteViews:
-    """The local face of a ViewsActor, shaped like ``LocalViews``."""
+class RemoteViews(Views):
+    """The local face of a ViewsActor: the views port, served by one actor."""
 
     def __init__(self, handle: Any, embedder_handle: Any) -> None:
         self.handle = handle

@@ -40,8 +40,9 @@ from ..events.envelope import LOG_SCHEMA
 from ..projections._past import derive_past, rows_of
 from ..projections._projector import BULK_EVENTS
 from ..projections._tantivy import link_generation
-from ..projections._views import LocalViews, model_slug
+from ..projections._views import model_slug
 from .readonly import scratch_memory
+from .store import Store
 
 _CHUNK = 8192  # rows per copied batch: a stream's read decodes only its rows, but loads whole batches
 
@@ -132,22 +133,23 @@ def _copy(log: Any, seen: Callable[[pa.Table, int], Any], past: PastLog,
     return None if applied is None or late else tail
 
 
-def as_of(m: Any, when: Any) -> Any:
+def as_of(m: Store, when: Any) -> Any:
     """A read-only ``Memory`` answering as ``m`` would have at ``when`` (a datetime or a log offset)."""
     seen, label = _cut(m.log, when)
-    m._sync()
+    m.gate.sync()
     parts = range(m.log.partitions)
     # a large embedded store: the past's chunk index is derived from the live one (see projections._past);
     # a small one, or one whose index lives elsewhere (Ray), folds it from the copy
-    big = isinstance(m.views, LocalViews) and sum(m.log.head(p) for p in parts) >= BULK_EVENTS
-    live = m.views.index if big else None
+    local = m.views.local()
+    big = local is not None and sum(m.log.head(p) for p in parts) >= BULK_EVENTS
+    live = local.index if local is not None and big else None
     past = PastLog(m.log.partitions, label)
     tmp = Path(tempfile.mkdtemp(prefix="eidetica-asof-"))
     try:
         applied = rows = None
         linked = False
         if live is not None:
-            dest = tmp / "index" / model_slug(m.views.model_id)
+            dest = tmp / "index" / model_slug(local.model_id)  # type: ignore[union-attr]  # live: local views
             with live._lock:  # the live index holds still while its rows, files and checkpoint are taken
                 applied = live.checkpoint()
                 linked = link_generation(live._text, str(dest / "text"))
@@ -158,7 +160,7 @@ def as_of(m: Any, when: Any) -> Any:
             if not linked:
                 shutil.rmtree(dest / "text", ignore_errors=True)  # partly linked: built from the rows instead
             prefix = [b for p in parts for b in past.read_batches(partition=p)]
-            derive_past(rows, tail, prefix, dest, dim=m.embedder.dim, model_id=m.views.model_id,
+            derive_past(rows, tail, prefix, dest, dim=m.embedder.dim, model_id=local.model_id,  # type: ignore[union-attr]
                         checkpoint={p: past.head(p) for p in parts}, linked=linked)
         elif live is not None:
             shutil.rmtree(dest, ignore_errors=True)  # events the index had not applied: folded from the copy instead
@@ -179,7 +181,7 @@ _OPEN: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 def close_views(log: Any) -> int:
     """Close every open past view of ``log``; returns how many. ``compact`` calls it: a view's files hold
     what the store held then (forgotten text included), and the rewritten log's offsets moved."""
-    views = [v for v, source in list(_OPEN.items()) if source is log and not v._closed]
+    views = [v for v, source in list(_OPEN.items()) if source is log and not v.gate.closed]
     for v in views:
         _OPEN.pop(v, None)
         v.close()
@@ -204,13 +206,13 @@ class PastViews:
         self._views: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
 
-    def get(self, m: Any, at: str) -> Any:
+    def get(self, m: Store, at: str) -> Any:
         """The read-only view of ``m`` as of ``at``; a datetime's view is rebuilt once the log has grown."""
         when = parse_moment(at)
         heads = () if isinstance(when, int) else tuple(m.log.head(p) for p in range(m.log.partitions))
         key = (m.tenant, at, heads)  # a later write may carry an earlier time: a datetime's past depends on the head
         with self._lock:
-            for k in [k for k, v in self._views.items() if v._closed]:  # closed by ``compact`` (close_views)
+            for k in [k for k, v in self._views.items() if v.gate.closed]:  # closed by ``compact`` (close_views)
                 del self._views[k]
             view = self._views.pop(key, None)
             if view is not None:

@@ -35,6 +35,7 @@ from ..events import (
     UserForgotten,
 )
 from ..events.streams import facts_stream, session_stream
+from .store import Store
 
 __all__ = ["acting", "who", "explain"]
 
@@ -87,12 +88,12 @@ class _Messages:
                                           "offset": None, "forgotten": True}
 
 
-def explain(m: Any, fact_id: str, user: str) -> dict[str, Any]:
+def explain(m: Store, fact_id: str, user: str) -> dict[str, Any]:
     """The life of one fact of ``user``: sources, extractor, reinforcements, supersession, decay, pruning, deletion."""
     check_id("user", user)
     if not isinstance(fact_id, str) or not fact_id:
         raise InvalidInput("fact_id", "must be a non-empty string", fact_id)
-    m._sync()
+    m.gate.sync()
     log, tenant = m.log, m.tenant
     messages = _Messages(log, tenant)
     out: dict[str, Any] | None = None

@@ -59,7 +59,7 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
                 if ev.type in ("Redacted", "SessionForgotten", "UserForgotten"):
                     continue
                 forgotten = ev.version < tombs.get(ev.stream, -1)
-                d = None
+                d = None  # type: ignore[assignment]  # the decoded event, where one is needed
                 if not forgotten and ev.type in ("ItemPut", "ItemTouched", "ItemDeleted"):
                     forgotten = ev.version < item_gone.get((ev.stream, ev.decode().item_id), -1)  # type: ignore[attr-defined]
                 elif not forgotten and ev.stream.startswith("items:") and ev.type == "ChunksEmbedded":
@@ -81,10 +81,10 @@ def plan_compaction(log: EventLog) -> tuple[dict[int, set[int]], list[tuple[Reco
                 if forgotten:
                     redact.setdefault(p, set()).add(ev.offset)
                 elif ev.type == "ChunksEmbedded":
-                    if (ev.tenant, d.source_id) in inactive:  # type: ignore[union-attr]
+                    if (ev.tenant, d.source_id) in inactive:  # type: ignore[union-attr,attr-defined]
                         continue
-                    if d.kind == "summary":  # type: ignore[union-attr]
-                        latest_summary[(ev.tenant, d.source_id)] = len(live)  # type: ignore[union-attr]
+                    if d.kind == "summary":  # type: ignore[union-attr,attr-defined]
+                        latest_summary[(ev.tenant, d.source_id)] = len(live)  # type: ignore[union-attr,attr-defined]
                     live.append((ev, d))
     stale = {i for i, (e, d) in enumerate(live) if d.kind == "summary" and latest_summary.get((e.tenant, d.source_id)) != i}
     return redact, [x for i, x in enumerate(live) if i not in stale]

@@ -26,6 +26,8 @@ from typing import Any
 from ..projections._ranking import FACT_MIN_SCORE, MIN_SCORE, default_options
 from ..projections._tantivy import analyze, query_terms
 from ..providers import count_tokens
+from .searching import search_hits
+from .store import Store
 
 __all__ = ["CONTEXT_TOKENS", "PROFILE_CATEGORIES", "PROFILE_SHARE", "build", "render"]
 
@@ -137,12 +139,12 @@ def _conversations(hits: list[Any], terms: frozenset[str] = frozenset()) -> list
     return _diversify(out, SESSION_DECAY)
 
 
-def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int,
+def build(m: Store, query: str, *, user: str, max_facts: int, max_tokens: int,
           now: dt.datetime | None = None) -> dict[str, Any]:
     """The block's content as data (``m``: the ``Memory`` asking): ``profile``, ``facts``, ``notes``, ``conversations`` (lists of
     dicts, best first, already cut to ``max_tokens``) and ``tokens`` (the rendered block's count)."""
-    hits = m._search_hits(query, top_k=CANDIDATES, user=user, kinds=["fact", "note", "message", "summary"],
-                          names=True, min_score=FACT_MIN_SCORE, now=now, **default_options())
+    hits = search_hits(m, query, top_k=CANDIDATES, user=user, kinds=["fact", "note", "message", "summary"],
+                       names=True, min_score=FACT_MIN_SCORE, now=now, **default_options())
     relevance = {h.id: h.score for h in hits if h.kind == "fact"}
     profile_facts = sorted(  # standing kinds, and what the caller stated (remember: no session among its sources)
         (f for f in m.state.facts(m.tenant, user)

@@ -33,12 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._util.fs import write_atomic
-from ..actors import LocalRuntime
 from ..errors import InvalidInput, NotFound
 from ..events.streams import parse_stream, session_stream
 from .asof import close_views
 from .audit import who
 from .compaction import plan_compaction
+from .store import Store
 
 __all__ = ["forget_message", "forget_session", "cascade", "compact", "verify"]
 
@@ -70,7 +70,7 @@ class _Alive:
         return seq in self._alive[sid]
 
 
-def cascade(m: Any, user: str, forgotten: Iterable[tuple[str, int]], summaries: bool = True) -> dict[str, Any]:
+def cascade(m: Store, user: str, forgotten: Iterable[tuple[str, int]], summaries: bool = True) -> dict[str, Any]:
     """Retract the facts whose every source is now forgotten and rewrite the summaries that covered ``forgotten``."""
     forgotten = list(forgotten)
     cur = m.runtime.curator(m.tenant, user)
@@ -86,32 +86,32 @@ def cascade(m: Any, user: str, forgotten: Iterable[tuple[str, int]], summaries: 
         if text is not None and any(q <= upto for s, q in forgotten if s == sid):
             if m.runtime.summarizer().rewrite(actor).committed:
                 rewritten.append(sid)
-    m._sync()
+    m.gate.sync()
     return {"facts": facts, "summaries": rewritten}
 
 
-def forget_message(m: Any, actor: Any, sequence: int) -> dict[str, Any]:
+def forget_message(m: Store, actor: Any, sequence: int) -> dict[str, Any]:
     """Forget one message of a session and what was derived from it alone; returns what the cascade reached."""
     if isinstance(sequence, bool) or not isinstance(sequence, int):
         raise InvalidInput("sequence", "must be an int", sequence)
     if actor.retract(sequence) is None:
         raise NotFound("message", f"{actor.session_id}#{sequence}")
-    m._sync()
+    m.gate.sync()
     return {"session_id": actor.session_id, "sequence": sequence,
             **cascade(m, actor.user_id, [(actor.session_id, sequence)])}
 
 
-def forget_session(m: Any, session_id: str, user: str | None = None) -> dict[str, Any]:
+def forget_session(m: Store, session_id: str, user: str | None = None) -> dict[str, Any]:
     """Forget a whole session (its tombstone) and what was derived from its messages alone (its owner: looked up)."""
     if user is None:
-        m._sync()
+        m.gate.sync()
         user = next((s.user_id for s in m.state.sessions(m.tenant) if s.session_id == session_id), None)
         if user is None:
             raise NotFound("session", session_id)
     seqs = [rec.decode().sequence for rec in m.log.read_stream(session_stream(m.tenant, session_id))  # type: ignore[attr-defined]
             if rec.type == "MessageAppended"]
     m.runtime.session(m.tenant, session_id, user).forget()
-    m._sync()
+    m.gate.sync()
     # the tombstone takes the summaries too (compact redacts the summary stream): nothing to rewrite
     return cascade(m, user, [(session_id, q) for q in seqs], summaries=False)
 
@@ -278,25 +278,25 @@ def verify(root: Path, index: Any, texts: set[str]) -> list[str]:
     return found
 
 
-def compact(m: Any) -> dict[str, Any]:
+def compact(m: Store) -> dict[str, Any]:
     """Erase forgotten content from disk (log redaction, fresh indices, no snapshots) and return the erasure receipt."""
-    m._sync()
+    m.gate.sync()
     before = _files(m.path)
     m.actor_snapshots.clear()  # first: a crash during the rewrite must not leave one behind
-    with m._qlock:
+    with m.gate.lock:
         redact, _ = plan_compaction(m.log)
         what = _forgotten(m.log, redact)
         report = m.log.redact(redact)  # type: ignore[attr-defined]
         m.views.fresh(m.embedder)
     closed = close_views(m.log)  # their temporary copies hold what the store held before the erasure
-    if isinstance(m.runtime, LocalRuntime):
-        m.runtime.close()  # actors refold from the compacted log
+    m.runtime.refold()  # actors held here fold the compacted log again
     m.actor_snapshots.clear()  # and what closing the actors wrote: they may hold forgotten text
     texts = what.pop("texts")
     kept = _still_live(m.log, texts)
     texts -= kept
     after = _files(m.path)
-    found = verify(m.path, getattr(m.views, "index", None) if isinstance(m.runtime, LocalRuntime) else None, texts)
+    local = m.views.local()  # an index in this process is searched too; one elsewhere holds its own files
+    found = verify(m.path, local.index if local is not None else None, texts)
     now = dt.datetime.now(dt.timezone.utc)
     receipt = {
         **report,

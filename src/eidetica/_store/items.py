@@ -16,6 +16,9 @@ from ..errors import InvalidInput
 from ..events.streams import parse_stream
 from ..projections import ItemInfo
 from ..projections._ranking import SEARCH_DEFAULTS
+from .reembed import reembed
+from .searching import search_hits, to_hit
+from .store import Store
 
 __all__ = ["Items", "ItemInfo", "check_namespace", "check_filter", "matches"]
 
@@ -106,7 +109,7 @@ def _check_ttl(field: str, ttl: Any) -> float | None:
 class Items:
     """The items of one tenant: put, get, search, list namespaces, TTL refresh and sweep."""
 
-    def __init__(self, memory: Any) -> None:  # the Memory facade (imported by it: no import back)
+    def __init__(self, memory: Store) -> None:  # the Memory facade (imported by it: no import back)
         self._m = memory
         self._recovered = False
 
@@ -170,7 +173,7 @@ class Items:
         ns = check_namespace("namespace", tuple(namespace))
         if not isinstance(key, str):
             raise InvalidInput("key", "must be a string", key)
-        self._m._sync()
+        self._m.gate.sync()
         it = self._m.state.item(self._m.tenant, ns, key)
         if not self._live(it, omit_expired):
             return None
@@ -205,16 +208,16 @@ class Items:
             raise InvalidInput("prefix", "must be a tuple of strings", prefix)
         pre = check_namespace("prefix", tuple(prefix), allow_empty=True)
         flt = check_filter("filter", filter)
-        for name, v in (("refresh_ttl", refresh_ttl), ("omit_expired", omit_expired)):
-            if not isinstance(v, bool):
-                raise InvalidInput(name, "must be true or false", v)
-        for name, v in (("limit", limit), ("offset", offset)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise InvalidInput(name, "must be an int >= 0", v)
+        for name, flag in (("refresh_ttl", refresh_ttl), ("omit_expired", omit_expired)):
+            if not isinstance(flag, bool):
+                raise InvalidInput(name, "must be true or false", flag)
+        for name, n in (("limit", limit), ("offset", offset)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise InvalidInput(name, "must be an int >= 0", n)
         if query is not None and not isinstance(query, str):
             raise InvalidInput("query", "must be a string or None", query)
         self._recover()
-        self._m._sync()
+        self._m.gate.sync()
         want = offset + limit
         if limit == 0:
             return []
@@ -223,7 +226,7 @@ class Items:
         else:
             admitted = (it for it in self._m.state.items(self._m.tenant, pre)
                         if self._live(it, omit_expired) and matches(it.value, flt))
-            out = [(it, None) for k, it in zip(range(want), admitted)][offset:]
+            out = [(it, None) for k, it in zip(range(want), admitted)][offset:]  # type: ignore[assignment]  # scoreless
         if refresh_ttl:
             self.touch([it for it, _ in out])
         return out
@@ -247,9 +250,9 @@ class Items:
         k = min(_MAX_SCAN, max(20, 2 * want))
         while True:
             # search's fusion and calibration (not its conversation smoothing: an item has no neighbours)
-            hits = self._m._search(query, top_k=k, user=None, kinds=["item"], session_id=session_id, min_score=None,
-                                   names=False, candidates=k, fusion=SEARCH_DEFAULTS.fusion,
-                                   vector_weight=SEARCH_DEFAULTS.vector_weight)
+            hits = [to_hit(h) for h in search_hits(
+                self._m, query, top_k=k, user=None, kinds=["item"], session_id=session_id, min_score=None, names=False,
+                candidates=k, fusion=SEARCH_DEFAULTS.fusion, vector_weight=SEARCH_DEFAULTS.vector_weight)]
             # ranked by the hybrid score (the order of the hits); each item reports its best
             # chunk's cosine similarity to the query, as LangGraph's stores score a vector search
             scored: dict[str, tuple[ItemInfo, float]] = {}
@@ -278,7 +281,7 @@ class Items:
         """Namespaces holding at least one item (with ``omit_expired``, one not expired), sorted."""
         if not isinstance(omit_expired, bool):
             raise InvalidInput("omit_expired", "must be true or false", omit_expired)
-        self._m._sync()
+        self._m.gate.sync()
         if not omit_expired:
             return self._m.state.item_namespaces(self._m.tenant)
         return sorted({tuple(it.namespace) for it in self._m.state.items(self._m.tenant, ()) if self._live(it, True)})
@@ -288,14 +291,14 @@ class Items:
         records); False, changing nothing, when the store holds data embedded with its model."""
         if any(not s.startswith("meta:") for s in self._m.log.streams()):  # type: ignore[attr-defined]
             return False
-        self._m.reembed(embedder)  # nothing to embed again: records the switch and moves to it
+        reembed(self._m, embedder)  # nothing to embed again: records the switch and moves to it
         return True
 
     def sweep(self, now: dt.datetime | None = None) -> int:
         """Delete every expired item of the tenant (``ItemDeleted``, reason "expired"); returns how many."""
-        self._m._sync()
+        self._m.gate.sync()
         users = self._users()
         n = sum(self._m.runtime.items(self._m.tenant, u).sweep(now) for u in users)
         if n:
-            self._m._sync()
+            self._m.gate.sync()
         return n

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import Any
 
-from ..actors import EmbedderRecord, LocalRuntime
+from ..actors import EmbedderRecord
 from ..errors import InvalidInput
 from ..providers import Embedder
 from .compaction import plan_compaction
 from .owners import reembed_vectors
+from .store import Store
 
 __all__ = ["reembed"]
 
 
-def reembed(m: Any, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
+def reembed(m: Store, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> int:
     """Embed every live text of ``m`` again with ``embedder``, record the switch, and move to it.
 
     Old vectors stay in the log; queries use the old index until the new one is built.
@@ -23,7 +23,7 @@ def reembed(m: Any, embedder: Embedder, progress: Callable[[int, int], None] | N
     """
     if embedder.model_id == m.embedder.model_id and embedder.dim == m.embedder.dim:
         raise InvalidInput("embedder", f"the store already uses {embedder.model_id}")
-    m._sync()
+    m.gate.sync()
     _, live = plan_compaction(m.log)
     live = [(ev, d) for ev, d in live if d.model_id == m.embedder.model_id]
     done_at = getattr(m.log, "event_offset", None)
@@ -31,10 +31,9 @@ def reembed(m: Any, embedder: Embedder, progress: Callable[[int, int], None] | N
         live = [(ev, d) for ev, d in live
                 if done_at(uuid.uuid5(ev.event_id, embedder.model_id), ev.stream, ev.tenant) is None]
     total = reembed_vectors(m.runtime, live, embedder, progress)  # through each stream's one writer
-    with m._qlock:
+    with m.gate.lock:
         m.views.fresh(embedder)
         EmbedderRecord(m.log).switch(embedder.model_id, embedder.dim, m.embedder.model_id)
         m.embedder = embedder
-        if isinstance(m.runtime, LocalRuntime):
-            m.runtime = LocalRuntime(m.log, embedder, m.llm, m.config, m.clock, m.actor_snapshots)
+        m.runtime = m.runtime.with_embedder(embedder)  # actors in this process embed with it from now on
     return total

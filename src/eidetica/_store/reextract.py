@@ -18,23 +18,22 @@ ends with the same facts as one uninterrupted run; a second run changes nothing.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..actors._text import check_id, check_text, sanitize_category
 from ..errors import InvalidInput
 from ..events.streams import parse_stream
 from ..providers import LLM, _ledger, extractor_id
+from .store import Store
 
 __all__ = ["reextract"]
 
 
-def _users(m: Any) -> list[str]:
+def _users(m: Store) -> list[str]:
     users = {s.user_id for s in m.state.sessions(m.tenant)}
     users |= {parse_stream(s)[2] for s in m.log.streams() if s.startswith("facts:") and parse_stream(s)[1] == m.tenant}
     return sorted(users)
 
 
-def reextract(m: Any, user: str | None = None, llm: LLM | None = None) -> dict[str, int]:
+def reextract(m: Store, user: str | None = None, llm: LLM | None = None) -> dict[str, int]:
     """Bring every (or one) user's extracted facts in line with ``llm``'s extraction; returns asserted, kept, retracted."""
     if user is not None:
         check_id("user", user)
@@ -42,7 +41,7 @@ def reextract(m: Any, user: str | None = None, llm: LLM | None = None) -> dict[s
         raise InvalidInput("llm", "must be an eidetica LLM (e.g. OpenAILLM, OfflineLLM)", type(llm).__name__)
     llm = llm or m.llm
     name = extractor_id(llm)
-    m._sync()
+    m.gate.sync()
     totals = {"asserted": 0, "kept": 0, "retracted": 0}
     for u in [user] if user is not None else _users(m):
         cur = m.runtime.curator(m.tenant, u)
@@ -76,5 +75,5 @@ def reextract(m: Any, user: str | None = None, llm: LLM | None = None) -> dict[s
         gone = [i for i in live if i not in kept]
         if gone:
             totals["retracted"] += len(cur.retract(gone, "reextract"))
-    m._sync()
+    m.gate.sync()
     return totals

@@ -21,24 +21,26 @@ from ..errors import InvalidInput, NotFound
 from ..events import FactAsserted, FactDeleted, FactSuperseded
 from ..events.streams import facts_stream, notes_stream, session_stream
 from .audit import who
+from .session_handle import open_session
+from .store import Store
 
 __all__ = ["check_link", "revert"]
 
 
-def check_link(m: Any, user: str, session_id: str | None) -> None:
+def check_link(m: Store, user: str, session_id: str | None) -> None:
     """Check a note's session link: a well-formed id, not another user's session (one not started yet may start later)."""
     if session_id is None:
         return
     check_id("session_id", session_id)
     info = m.state.session(m.tenant, session_id)
     if info is None:  # perhaps started but not folded yet
-        m._sync()
+        m.gate.sync()
         info = m.state.session(m.tenant, session_id)
     if info is not None and info.user_id != user:
         raise InvalidInput("session_id", f"session {session_id!r} belongs to another user", session_id)
 
 
-def revert(m: Any, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False,
+def revert(m: Store, user: str, session_id: str, since: dt.datetime | None = None, messages: bool = False,
            request_id: str | None = None) -> dict[str, Any]:
     """Retract the facts and notes ``session_id`` wrote (since ``since``); returns what it retracted."""
     check_id("user", user)
@@ -55,7 +57,7 @@ def revert(m: Any, user: str, session_id: str, since: dt.datetime | None = None,
     linked = _linked_notes(m, user, session_id, since)
     if not said and not linked:
         raise NotFound("session", session_id)
-    chosen = [(session_id, ev.sequence) for ev, t in said[1:] if since is None or t >= since]
+    chosen = [(session_id, ev.sequence) for ev, t in said[1:] if since is None or t >= since]  # type: ignore[attr-defined]
     by, rid = who(request_id)
     cur = m.runtime.curator(m.tenant, user)
     facts = cur.retract_sourced(chosen, "revert", session_id, rid or "", by)
@@ -63,7 +65,7 @@ def revert(m: Any, user: str, session_id: str, since: dt.datetime | None = None,
     notes = m.runtime.notes(m.tenant, user).retract(linked, "revert", session_id, rid or "", by) if linked else []
     removed = 0
     if messages:
-        h = m.session(session_id, user=user)
+        h = open_session(m, session_id, user, None, 0, 0.05)
         if since is None:
             removed = len(h.history())
             if removed:
@@ -72,11 +74,11 @@ def revert(m: Any, user: str, session_id: str, since: dt.datetime | None = None,
             while (last := h.history(1)) and last[0].time >= since:
                 h.pop()
                 removed += 1
-    m._sync()
+    m.gate.sync()
     return {"session_id": session_id, "facts": facts, "notes": notes, "restored": restored, "messages_removed": removed}
 
 
-def _linked_notes(m: Any, user: str, session_id: str, since: dt.datetime | None) -> list[str]:
+def _linked_notes(m: Store, user: str, session_id: str, since: dt.datetime | None) -> list[str]:
     """The user's notes stored during ``session_id`` (from ``since`` on), live or not: the notes actor decides which still are."""
     out = []
     for rec in m.log.read_stream(notes_stream(m.tenant, user)):
@@ -87,7 +89,7 @@ def _linked_notes(m: Any, user: str, session_id: str, since: dt.datetime | None)
     return out
 
 
-def _restore(m: Any, cur: Any, user: str, session_id: str) -> list[str]:
+def _restore(m: Store, cur: Any, user: str, session_id: str) -> list[str]:
     """Facts that facts reverted from this session had superseded hold again: asserted anew with their text and sources.
 
     Exactly once per superseded fact (a request id derived from it), so a revert run again,

@@ -19,12 +19,13 @@ from ..projections import SearchHit
 from ..projections._ranking import SearchOptions, check_min_score
 from ..projections._relative import check_now
 from ..projections._rows import check_kinds
+from .store import Store
 
 __all__ = ["check_k", "holds", "search_hits", "shown", "to_hit"]
 
 
 def search_hits(
-    m: Any,
+    m: Store,
     query: str,
     *,
     top_k: int,
@@ -41,7 +42,7 @@ def search_hits(
 ) -> list[SearchHit]:
     """Check a search's arguments, bring the views up to date (and to ``min_offset``), and query them."""
     check_text("query", query)
-    floor = m._min_floor(min_offset)
+    floor = m.gate.min_floor(min_offset)
     check_k("top_k", top_k)
     if not isinstance(names, bool):
         raise InvalidInput("names", "must be True or False", names)
@@ -50,15 +51,15 @@ def search_hits(
     SearchOptions.check(**options)  # validated before any work: bad input changes nothing
     check_kinds(kinds)
     check_min_score(min_score)
-    if floor and not hasattr(m.views, "written"):  # embedded: wait for the log to commit it, as a replica would
-        m._await_floor(floor)
-    m._sync()
+    if floor and not m.views.replicated:  # embedded: wait for the log to commit it, as a replica would
+        m.gate.await_floor(floor)
+    m.gate.sync()
     # the views plan the query (names, dates) and embed it: on Ray, one call to one replica
-    kw = dict(
+    kw: dict[str, Any] = dict(
         user=user, mode=mode, names=names, options=options, top_k=top_k, kinds=kinds, category=category,
         exclude_session=exclude_session, session_id=session_id, min_score=min_score,
     )
-    if floor and hasattr(m.views, "written"):  # view replicas: the serving one waits for it
+    if floor and m.views.replicated:  # view replicas: the serving one waits for it
         kw["min_offset"] = floor
     try:
         hits = m.views.query(m.embedder, m.tenant, query, **kw)
@@ -66,7 +67,7 @@ def search_hits(
         import warnings
 
         warnings.warn(f"eidetica: {e}; rebuilding it from the log", stacklevel=2)
-        with m._qlock:
+        with m.gate.lock:
             m.views.fresh(m.embedder)
         hits = m.views.query(m.embedder, m.tenant, query, **kw)
     return hits

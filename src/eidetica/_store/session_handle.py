@@ -3,7 +3,7 @@
 Appends go to the session's actor (buffered when asked: up to ``buffer`` messages, or
 ``flush_seconds``, written in one call), then to the facade's after-append work
 (extraction, summaries); reads flush first, so a handle reads its own writes. The memory
-is typed ``Any``: the facade imports this module, not the reverse.
+is a ``Store`` (``_store/store.py``): the facade imports this module, not the reverse.
 """
 
 from __future__ import annotations
@@ -14,18 +14,35 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ..actors import Message, SessionActor
-from ..actors._text import check_text
+from ..actors import STRATEGIES, Message, SessionActor
+from ..actors._text import check_id, check_text
 from ..errors import InvalidInput
 from .erasure import forget_message, forget_session
+from .store import Store
+from .upkeep import after_append
 
-__all__ = ["SessionHandle"]
+__all__ = ["SessionHandle", "open_session"]
+
+
+def open_session(m: Store, session_id: str, user: str, strategy: str | None, buffer: int, flush_seconds: float) -> SessionHandle:
+    """``Memory.session``: the arguments checked, the session's actor found, and the handle on it."""
+    m.gate.check_open()
+    check_id("session_id", session_id)
+    check_id("user", user)
+    if strategy is not None and strategy not in STRATEGIES:
+        raise InvalidInput("strategy", f"must be one of {', '.join(STRATEGIES)}", strategy)
+    actor = m.runtime.session(m.tenant, session_id, user)
+    if actor.owner is not None and actor.owner != user and actor.started:
+        raise InvalidInput("user", f"session {session_id!r} belongs to another user")
+    if isinstance(buffer, bool) or not isinstance(buffer, int) or buffer < 0:
+        raise InvalidInput("buffer", "must be an int >= 0", buffer)
+    return SessionHandle(m, actor, strategy, buffer, flush_seconds)
 
 
 class SessionHandle:
     """One conversation: append messages, read history for the LLM."""
 
-    def __init__(self, memory: Any, actor: SessionActor, strategy: str | None, buffer: int = 0, flush_seconds: float = 0.05) -> None:
+    def __init__(self, memory: Store, actor: SessionActor, strategy: str | None, buffer: int = 0, flush_seconds: float = 0.05) -> None:
         self._m = memory
         self._actor = actor
         self.strategy = strategy
@@ -110,7 +127,7 @@ class SessionHandle:
                 raise InvalidInput(f"messages[{i}]", "must be a dict")
         # event ids are chosen here, by the caller: a retried call is then idempotent
         items = [dict(m, metadata=m.get("metadata") or {}, event_id=m.get("event_id") or uuid.uuid4()) for m in messages]
-        return self._m._write("append", lambda: self._extend(items), -1)
+        return self._m.gate.write("append", lambda: self._extend(items), -1)
 
     def _extend(self, items: list[dict[str, Any]]) -> int:
         first_seq = self._actor.last_sequence
@@ -120,7 +137,7 @@ class SessionHandle:
             {"role": m.role, "content": m.content, "metadata": m.metadata, "sequence": m.sequence, "time": m.time}
             for m in written
         ]
-        self._m._after_append(self._actor, stored, self.strategy or self._m.config.strategy)
+        after_append(self._m, self._actor, stored, self.strategy or self._m.config.strategy)
         return offset
 
     def read(self, *, strategy: str | None = None, window: int | None = None, token_budget: int | None = None) -> list[Message]:
@@ -158,7 +175,7 @@ class SessionHandle:
         """Take back the last message (an event: ``MessageRetracted``); returns it, None when empty."""
         self.flush()
         msg = self._actor.retract_last()
-        self._m._sync()
+        self._m.gate.sync()
         return msg
 
     def forget(self) -> None:

@@ -76,6 +76,20 @@ class Runtime(abc.ABC):
     def close(self) -> None:
         """Release actors."""
 
+    def drain(self) -> None:
+        """Wait for the writes done behind their calls (item vectors), part of "your writes" (none by default)."""
+
+    def written_floor(self) -> dict[int, int] | None:
+        """The last offset per partition this handle's writes reached, when tracked (Ray); None: every commit counts."""
+        return None
+
+    def refold(self) -> None:
+        """Drop the actors held in this process so they fold the log again (after a rewrite or an import)."""
+
+    def with_embedder(self, embedder: Embedder) -> Runtime:
+        """This runtime with its actors embedding with ``embedder`` (actors elsewhere use the store's embedder)."""
+        return self
+
 
 class LocalRuntime(Runtime):
     """Actors as plain objects in this process, one lock each; imports no Ray."""
@@ -150,6 +164,18 @@ class LocalRuntime(Runtime):
         with self._lock:
             actors = list(self._actors.values())
         return sum(bool(a.save_snapshot()) for a in actors if hasattr(a, "save_snapshot"))
+
+    def drain(self) -> None:
+        """Wait for item vectors embedded behind their puts."""
+        self.items_behind.drain()
+
+    def refold(self) -> None:
+        """Close every actor: the next call folds the log again."""
+        self.close()
+
+    def with_embedder(self, embedder: Embedder) -> LocalRuntime:
+        """A new runtime over the same log whose actors embed with ``embedder``."""
+        return LocalRuntime(self.log, embedder, self.llm, self.config, self.clock, self.snapshots)
 
     def close(self) -> None:
         """Finish the items' write-behind queue, snapshot the long folds, then drop every actor."""

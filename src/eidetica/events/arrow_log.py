@@ -245,6 +245,8 @@ def _verified_batch_after(buf: pa.Buffer, position: int) -> bool:
 class ArrowLog(BatchLog):
     """The durable log: Arrow IPC stream segments, group commit, crash recovery."""
 
+    durable = True
+
     def __init__(
         self,
         path: str | os.PathLike[str],

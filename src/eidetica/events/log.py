@@ -53,6 +53,7 @@ class EventLog(abc.ABC):
     """Port: an append-only, partitioned log of events grouped in versioned streams."""
 
     partitions: int = 1
+    durable: bool = False  # on disk, owned by this process (ArrowLog): the store's housekeeping checkpoints it
 
     def partition_of(self, stream: str) -> int:
         """The partition a stream lives in (stable across processes)."""

@@ -13,7 +13,7 @@ from ._base import Projection, SearchHit
 from ._index import ChunkIndex
 from ._projector import Projector
 from ._state import FactInfo, ItemInfo, MessageInfo, NoteInfo, ScheduleInfo, SessionInfo, StateProjection
-from ._views import LocalViews, ModelView, model_slug
+from ._views import LocalViews, ModelView, Views, model_slug
 
 __all__ = [
     "Projection",
@@ -28,6 +28,7 @@ __all__ = [
     "ChunkIndex",
     "Projector",
     "LocalViews",
+    "Views",
     "ModelView",
     "model_slug",
 ]

@@ -6,6 +6,7 @@ without reaching above the projections layer.
 
 from __future__ import annotations
 
+import abc
 import re
 import shutil
 import warnings
@@ -26,7 +27,7 @@ from ._ranking import AVOID, RESTRICTION_TERMS, SELF, SearchOptions
 from ._relative import query_windows
 from ._state import StateProjection
 
-__all__ = ["LocalViews", "ModelView", "model_slug"]
+__all__ = ["LocalViews", "ModelView", "Views", "model_slug"]
 
 
 def model_slug(model_id: str) -> str:
@@ -79,7 +80,45 @@ class ModelView(Projection):
         self.index.close()
 
 
-class LocalViews:
+class Views(abc.ABC):
+    """Port: what the store reads from its projections, wherever they live (this process, a Ray actor,
+    view replicas, a past moment's copy). ``state``, ``index`` and ``projector`` are the folds, the chunk
+    index and the projector feeding them (or proxies to them)."""
+
+    state: Any
+    index: Any
+    projector: Any
+    replicated: bool = False  # reads carry their ``min_offset`` to the replica that serves them, which waits for it
+
+    @abc.abstractmethod
+    def query(self, embedder: Embedder, tenant: str, query: str, *, user: str | None, **search: Any) -> list[SearchHit]:
+        """One search from the user's words (names and dates planned, the query embedded where the index lives)."""
+
+    @abc.abstractmethod
+    def participant_names(self, tenant: str, user: str) -> frozenset[str]:
+        """Names of the participants of a user's conversations."""
+
+    @abc.abstractmethod
+    def fresh(self, embedder: Embedder, progress: Callable[[int, int], None] | None = None) -> None:
+        """Build the projections afresh from the log (for ``embedder``'s model) and swap them in."""
+
+    def housekeep(self) -> str | None:
+        """Snapshot the state when due; returns its path (None: nothing due, or views that keep their own)."""
+        return None
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per replica: node, applied offsets, lag, searches served (empty: not replicated)."""
+        return []
+
+    def local(self) -> LocalViews | None:
+        """These views when they live in this process (their files and index at hand), else None."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - views held elsewhere hold nothing here
+        """Release what this process holds of the views."""
+
+
+class LocalViews(Views):
     """The projections of a store in this process: state folds, the chunk index, the projector."""
 
     index: ChunkIndex  # None only while (re)opening
@@ -155,6 +194,10 @@ class LocalViews:
         self.projector.catch_up()
         written = self.projector.snapshot()
         return written[0] if written else None
+
+    def local(self) -> LocalViews:
+        """These views: they live in this process."""
+        return self
 
     def participant_names(self, tenant: str, user: str) -> frozenset[str]:
         """Names of the participants of a user's conversations, from the folded state (no log read).

@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, Body, Request
 from fastapi.responses import Response, StreamingResponse
 
-from ..._store.transfer import event_row
+from ..._store.transfer import event_row, tenant_events
 from ...errors import InvalidInput
 from ...events.streams import parse_stream
 from ...memory import Memory
@@ -98,7 +98,7 @@ def router(api: Api) -> APIRouter:
         """This tenant's events as a JSONL stream (the format ``POST /v1/import`` reads)."""
 
         def rows() -> Iterator[bytes]:
-            for e in m._tenant_events():
+            for e in tenant_events(m.log, m.tenant):
                 yield (json.dumps(event_row(e), ensure_ascii=False) + "\n").encode()
 
         return StreamingResponse(rows(), media_type="application/x-ndjson")

@@ -23,7 +23,7 @@ def router(api: Api) -> APIRouter:
     def readyz() -> Response:
         """The store is open and its indices have applied every committed event."""
         try:
-            api.memory._sync()
+            api.memory.gate.sync()
             lag = api.memory.projector.lag() if hasattr(api.memory.projector, "lag") else {}
         except Exception as e:  # noqa: BLE001 - not ready is an answer, not a crash
             return _json({"status": "not ready", "problem": type(e).__name__}, 503)

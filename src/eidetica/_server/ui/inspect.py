@@ -43,7 +43,7 @@ def _page(total: int, offset: int, limit: int) -> dict[str, Any]:
 
 def users(m: Memory, *, offset: int = 0, limit: int = 50) -> dict[str, Any]:
     """A page of the tenant's users, each with counts (sessions, messages, active facts, notes, schedules) and last activity."""
-    m._sync()
+    m.gate.sync()
     st, t = m.state, m.tenant
     names = st.users(t)
     rows = [{"user": u, **st.user_counts(t, u)} for u in names[offset:offset + limit]]
@@ -56,7 +56,7 @@ def facts(m: Memory, user: str, *, status: str | None = None, category: str | No
     check_id("user", user)
     if status is not None and status not in FACT_STATUSES:
         raise InvalidInput("status", f"must be one of {', '.join(FACT_STATUSES)}", status)
-    m._sync()
+    m.gate.sync()
     got = m.state.facts_page(m.tenant, user, status=status, category=category, offset=offset, limit=limit)
     counts = {s: got["statuses"].get(s, 0) for s in FACT_STATUSES}
     return {"user": user, "status": status, "category": category, "counts": counts,
@@ -89,7 +89,7 @@ def fact(m: Memory, user: str, fact_id: str) -> dict[str, Any]:
 def _owned_fact(m: Memory, user: str, fact_id: str) -> Any:
     """The fact's record, if it is ``user``'s in this tenant; else ``NotFound``."""
     check_id("user", user)
-    m._sync()
+    m.gate.sync()
     info = m.state.fact(m.tenant, fact_id) if isinstance(fact_id, str) else None
     if info is None or info.user_id != user:
         raise NotFound("fact", fact_id)
@@ -121,7 +121,7 @@ def session(m: Memory, user: str, session_id: str, *, offset: int = 0, limit: in
     """A session as the agent reads it (summary first, then turns), and a page of its stored history."""
     check_id("user", user)
     check_id("session_id", session_id)
-    m._sync()
+    m.gate.sync()
     info = m.state.session(m.tenant, session_id)
     if info is None or info.forgotten or info.user_id != user:
         raise NotFound("session", session_id)

@@ -41,7 +41,7 @@ class TenantPrefix:
 
 def tenants(m: Memory) -> dict[str, Any]:
     """Every tenant of the store with its counts (users, sessions, messages, active facts, notes) and LLM calls."""
-    m._sync()
+    m.gate.sync()
     names = sorted({parse_stream(s)[1] for s in m.log.streams() if not s.startswith("meta:")} | {m.tenant})
     rows = []
     for t in names:
