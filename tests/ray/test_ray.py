@@ -265,3 +265,25 @@ def test_hosted_session_actors_come_back_from_their_snapshot(cluster, tmp_path) 
     assert [x.sequence for x in s.history()] == list(range(31))
     m.close()
     shutdown_store(path)
+
+
+def test_fsync_reaches_the_log_actor(cluster, tmp_path) -> None:
+    """``open(runtime="ray", fsync=...)`` is the log actor's setting, read back through the runtime's log."""
+    m = open_store(tmp_path / "batch", fsync="batch")
+    try:
+        assert m.log.fsync == "batch"
+        s = m.session("s", user="u")
+        s.append("user", "written under fsync='batch'")
+        assert [msg.content for msg in s.history()] == ["written under fsync='batch'"]
+    finally:
+        m.close()
+        shutdown_store(tmp_path / "batch")
+    m = open_store(tmp_path / "default")
+    try:
+        assert m.log.fsync == "always"  # the default, as embedded
+    finally:
+        m.close()
+        shutdown_store(tmp_path / "default")
+    with pytest.raises(eidetica.InvalidInput, match="fsync"):
+        open_store(tmp_path / "bad", fsync="sometimes")  # refused before any actor starts
+    assert not (tmp_path / "bad").exists()
