@@ -26,10 +26,14 @@ def reembed(m: Store, embedder: Embedder, progress: Callable[[int, int], None] |
     m.gate.sync()
     _, live = plan_compaction(m.log)
     live = [(ev, d) for ev, d in live if d.model_id == m.embedder.model_id]
-    done_at = getattr(m.log, "event_offset", None)
-    if done_at is not None:  # a resumed run skips what it wrote: a model may not embed a text the same twice
-        live = [(ev, d) for ev, d in live
-                if done_at(uuid.uuid5(ev.event_id, embedder.model_id), ev.stream, ev.tenant) is None]
+    # a resumed run skips what it wrote: a model may not embed a text the same twice (one log call per stream)
+    by_stream: dict[tuple[str, str], list[uuid.UUID]] = {}
+    for ev, _ in live:
+        by_stream.setdefault((ev.stream, ev.tenant), []).append(ev.event_id)
+    written = {eid for (stream, tenant), ids in by_stream.items()
+               for eid, at in zip(ids, m.log.event_offsets([uuid.uuid5(i, embedder.model_id) for i in ids], stream, tenant))
+               if at is not None}
+    live = [(ev, d) for ev, d in live if ev.event_id not in written]
     total = reembed_vectors(m.runtime, live, embedder, progress)  # through each stream's one writer
     with m.gate.lock:
         m.views.fresh(embedder)
