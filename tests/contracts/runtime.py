@@ -14,6 +14,7 @@ import pytest
 
 from eidetica.actors import MemoryConfig, Runtime
 from eidetica.errors import InvalidInput, NotFound
+from eidetica.providers import HashEmbedder
 
 
 def clock() -> dt.datetime:
@@ -65,6 +66,20 @@ class RuntimeConformance:
         b.append_many(msgs("after"))
         assert [(m.sequence, m.content) for m in b.history()] == [(0, "before"), (1, "after")]
         assert [f.fact_id for f in rt.curator("t", "u").active(None)] == [fid]
+
+    def test_the_store_facing_methods_keep_what_was_written(self, rt: Runtime) -> None:
+        a = rt.session("t", "s", "u")
+        a.append_many(msgs("kept"))
+        rt.drain()  # the writes done behind their calls are in the log afterwards
+        floor = rt.written_floor()
+        assert floor is None or (floor and all(o >= 0 for o in floor.values()))  # tracked: this handle wrote
+        rt.refold()  # actors held here fold the log again on next use: nothing is lost
+        assert [m.content for m in rt.session("t", "s", "u").history()] == ["kept"]
+        other = rt.with_embedder(HashEmbedder(dim=32))
+        assert isinstance(other, Runtime)
+        assert [m.content for m in other.session("t", "s", "u").history()] == ["kept"]
+        if other is not rt:
+            other.close()
 
     def test_errors_cross_the_boundary_with_type_and_fields(self, rt: Runtime) -> None:
         with pytest.raises(InvalidInput) as bad:
