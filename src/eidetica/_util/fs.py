@@ -10,23 +10,26 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterable
+from types import ModuleType
+from typing import Any
 
 __all__ = ["fsync_dir", "replace", "write_atomic"]
 
 
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """fsync a directory so a create, rename or unlink inside it is durable."""
-    fd = os.open(path, os.O_RDONLY)
+def fsync_dir(path: str | os.PathLike[str], os_: ModuleType | Any = os) -> None:
+    """fsync a directory so a create, rename or unlink inside it is durable (``os_``: the caller's ``os``, which
+    the log's power-loss tests replace to cut at every call)."""
+    fd = os_.open(path, os_.O_RDONLY)
     try:
-        os.fsync(fd)
+        os_.fsync(fd)
     finally:
-        os.close(fd)
+        os_.close(fd)
 
 
-def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+def replace(src: str | os.PathLike[str], dst: str | os.PathLike[str], os_: ModuleType | Any = os) -> None:
     """Rename ``src`` over ``dst`` (a file already fsynced, or a directory) and fsync ``dst``'s directory."""
-    os.replace(src, dst)
-    fsync_dir(os.path.dirname(os.path.abspath(dst)))
+    os_.replace(src, dst)
+    fsync_dir(os.path.dirname(os.path.abspath(dst)), os_)
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes | Iterable[bytes | memoryview], mode: int = 0o600) -> None:
