@@ -575,19 +575,10 @@ class Memory:
         return search_hits(self, query, **kw)
 
     @takes_options
-    def search(
-        self,
-        query: str,
-        *,
-        user: str,
-        top_k: int = 10,
-        exclude_session: str | None = None,
-        session_id: str | None = None,
-        now: dt.datetime | str | None = None,
-        min_offset: int | Mapping[int, int] | None = None,
-        options: SearchOptions | None = None,
-        **ranking: Unpack[SearchKw],
-    ) -> list[Hit]:
+    def search(self, query: str, *, user: str, top_k: int = 10, exclude_session: str | None = None,
+               session_id: str | None = None, min_offset: int | Mapping[int, int] | None = None,
+               now: dt.datetime | str | None = None, options: SearchOptions | None = None, **ranking: Unpack[SearchKw],
+               ) -> list[Hit]:
         """Search a user's conversations across sessions (optionally excluding the current one, or only one: ``session_id``).
 
         With no options this is the best configuration measured (BENCHMARKS.md): hybrid

@@ -349,19 +349,10 @@ class RemoteMemory:
         return frozenset(self._call("GET", f"/v1/users/{_q(user)}/participants"))
 
     @takes_options
-    def search(
-        self,
-        query: str,
-        *,
-        user: str,
-        top_k: int = 10,
-        exclude_session: str | None = None,
-        session_id: str | None = None,
-        now: dt.datetime | str | None = None,
-        min_offset: int | Mapping[int, int] | None = None,
-        options: SearchOptions | None = None,
-        **ranking: Unpack[SearchKw],
-    ) -> list[Hit]:
+    def search(self, query: str, *, user: str, top_k: int = 10, exclude_session: str | None = None,
+               session_id: str | None = None, min_offset: int | Mapping[int, int] | None = None,
+               now: dt.datetime | str | None = None, options: SearchOptions | None = None, **ranking: Unpack[SearchKw],
+               ) -> list[Hit]:
         """Search a user's conversations across sessions (every option of ``Memory.search``, ``min_offset`` included)."""
         body = {"query": query, "user": user, "top_k": top_k, "exclude_session": exclude_session,
                 "session_id": session_id, "now": now, "min_offset": _floor(min_offset),
