@@ -8,7 +8,7 @@ import datetime as dt
 import threading
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional, Protocol
 
 import msgspec
 
@@ -18,12 +18,17 @@ from ..errors import InvalidInput, NotFound
 from ..projections._state import ItemInfo
 from .wire import q as _q
 
-if TYPE_CHECKING:
-    from .client import RemoteMemory
-
 __all__ = ["RemoteSession", "RemoteSchedules", "RemoteItems"]
 
 _MESSAGES = msgspec.json.Decoder(list[Message])
+
+
+class RemoteMemory(Protocol):
+    """What a handle asks of its ``client.RemoteMemory`` (named so, not imported: the client imports this module)."""
+
+    def _send(self, method: str, path: str, **kw: Any) -> Any: ...
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any: ...
 
 
 class _Run(msgspec.Struct):
