@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, _BatchEntry
+from ._partition import _BatchEntry
+from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog
 
 __all__ = ["InMemoryLog"]
 

@@ -17,7 +17,7 @@ import msgspec
 
 from ..errors import CorruptIndex, EideticaError
 from ..events import RecordedEvent
-from ..events.arrow_log import fsync_dir  # one copy, in the lowest layer that needs it
+from ..events._segments import fsync_dir  # one copy, in the lowest layer that needs it
 
 __all__ = ["Projection", "SearchHit", "atomic_write_json", "read_json", "fsync_dir", "engine_boundary", "UTC"]
 
