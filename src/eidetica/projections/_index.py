@@ -79,28 +79,10 @@ from ._base import Projection, SearchHit, atomic_write_json, read_json
 from ._lance import LanceChunks
 from ._maintenance import du
 from ._marks import Marks
-from ._ranking import (
-    SearchOptions,
-    absolute_relevance,
-    calibrate,
-    check_min_score,
-    in_windows,
-    linear,
-    minmax,
-    order,
-    recency,
-    restriction_bonus,
-    rrf,
-    smooth,
-    speaker_bonus,
-    speaker_of,
-    text_share,
-    zscore,
-)
-from ._ranking import confidence as _confidence
+from ._ranking import Candidates, SearchOptions, check_min_score, fuse
 from ._ranking import mmr as _mmr_pick
 from ._rebuild import BulkRebuild
-from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
+from ._rows import Filters, Pred, Row, from_us, make_key, message_sequence, pack_meta, to_us, vectors_of
 from ._tantivy import TantivyChunks, analyze, query_terms
 
 __all__ = ["ChunkIndex"]
@@ -139,14 +121,6 @@ class _Batch:
 
     def empty(self) -> bool:
         return not (self.pending or self.deletes or self.confs)
-
-
-def _sequence(r: Row) -> int | None:
-    """A message row's ``sequence`` (from its metadata), None for other rows."""
-    if r.kind != "message" or not r.session_id:
-        return None
-    q = r.meta_dict().get("sequence")
-    return q if isinstance(q, int) and not isinstance(q, bool) else None
 
 
 class ChunkIndex(BulkRebuild, Projection):
@@ -527,11 +501,11 @@ class ChunkIndex(BulkRebuild, Projection):
             # the two sides at once: BM25 on the pool, the vector side here
             fut = self._executor().submit(self._text.search, f, terms, fetch)
             try:
-                vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
+                vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)  # type: ignore[arg-type]  # set: mode is not "text"
             finally:
                 txt_hits = fut.result()
         elif mode in ("hybrid", "vector"):  # hybrid without a searchable term: the vector side alone
-            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
+            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)  # type: ignore[arg-type]  # set: mode is not "text"
         else:
             txt_hits = self._text.search(f, terms, fetch)
         return self._ranked(mode, f, vec_hits, txt_hits, n, top_k, min_score, opts, qvec, terms)
@@ -585,7 +559,29 @@ class ChunkIndex(BulkRebuild, Projection):
         qvec: np.ndarray | None = None,
         terms: Sequence[str] = (),
     ) -> list[SearchHit]:
+        """Gather the candidates (engine I/O), rank them (``_ranking.fuse``, pure), re-order by MMR, make hits."""
         opts = opts or SearchOptions()
+        cands, vecs = self._gather(mode, f, vec_hits, txt_hits, opts, qvec, terms)
+        ranked, score = fuse(mode, cands, opts, min_score)
+        if opts.mmr is not None and len(ranked) > 1:
+            ranked = self._mmr(f, ranked, score, opts.mmr, top_k, vecs)
+        rows, vsim, bm25 = cands.rows, cands.vsim, cands.bm25
+        out: list[SearchHit] = []
+        # Each search unpacks its own rows, so a hit may keep its row's memoised metadata dict.
+        for k in ranked[:top_k]:
+            r = rows[k]
+            out.append(SearchHit(
+                id=r.id, kind=r.kind, text=r.text, score=float(score[k]), time=from_us(r.ts), tenant=r.tenant,
+                user_id=r.user_id, session_id=r.session_id, category=r.category,
+                confidence=float(r.confidence), source_id=r.source_id, metadata=r.meta_dict(),
+                vector_score=vsim.get(k, 0.0), text_score=bm25.get(k, 0.0),
+            ))
+        return out
+
+    def _gather(self, mode: str, f: Filters, vec_hits: list[tuple[str, float]], txt_hits: list[tuple[float, Row]],
+                opts: SearchOptions, qvec: np.ndarray | None,
+                terms: Sequence[str]) -> tuple[Candidates, dict[str, np.ndarray]]:
+        """The candidates' rows and both sides' scores, asked of the engines; and the vectors fetched on the way."""
         vsim = {k: 1.0 - float(d) for k, d in vec_hits}
         rows: dict[str, Row] = {}
         bm25: dict[str, float] = {}
@@ -628,98 +624,35 @@ class ChunkIndex(BulkRebuild, Projection):
                 need += [k for k in bm25 if k not in vsim]
         if need and qvec is not None:
             # the neighbours' and the text-only rows' vectors in one lookup (each costs a query)
-            got = self._lance.vectors(f.tenant, need)
+            got_v = self._lance.vectors(f.tenant, need)
             qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
             sqrt = np.sqrt
-            for k, v in got.items():
+            for k, v in got_v.items():
                 # sqrt(v.dot(v)) is what np.linalg.norm computes for a vector, without its dispatch
                 vsim[k] = float(qn.dot(v) / (float(sqrt(v.dot(v))) or 1.0))
-            vecs.update(got)
-        if mode == "hybrid":
-            keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]
-            v = np.array([vsim.get(k, 0.0) for k in keys])
-            t = text_share(np.array([bm25.get(k, 0.0) for k in keys]), sum(self._text.idf(f.tenant, terms)))
-            # absolute relevance, on one scale for every query: what ``calibrate`` scales to
-            relevance = absolute_relevance(v, t)
-            if opts.fusion == "minmax":
-                nv = dict(zip(vsim, minmax(np.fromiter(vsim.values(), np.float64, len(vsim)))))
-                nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
-                sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
-                            opts.vector_weight)
-            elif opts.fusion == "zscore":
-                # each side standardised over the candidates, the fused score back on [0, 1]
-                sc = minmax(linear(zscore(v), zscore(np.array([bm25.get(k, 0.0) for k in keys])), opts.vector_weight))
-            else:
-                sc = linear(np.clip(v, 0.0, 1.0), t, opts.vector_weight) if opts.fusion == "absolute" else rrf(v, t)
-        elif mode == "vector":
-            keys = [k for k in vsim if k in rows]
-            sc = np.array([vsim[k] for k in keys], dtype=np.float64)
-        else:
-            best = max(bm25.values(), default=1.0) or 1.0
-            keys = [k for k in bm25 if k in rows]
-            sc = np.array([bm25[k] / best for k in keys], dtype=np.float64)
-        cand = [rows[k] for k in keys]
-        ts = np.array([r.ts for r in cand], dtype=np.int64)
-        if any(opts.neighbors) or opts.session_weight:
-            sc = smooth(sc, [r.session_id for r in cand], [_sequence(r) for r in cand], opts.neighbors,
-                        opts.session_weight)
-        if opts.speaker_weight and opts.speakers:
-            names = opts.speakers
-            sc = speaker_bonus(sc, np.array([r.kind == "message" and speaker_of(r.meta_dict(), r.text) in names
-                                             for r in cand]),
-                               opts.speaker_weight)
-        sc = restriction_bonus(sc, [r.text for r in cand], opts)
-        if opts.time_weight and opts.windows:
-            # in units of the most a message can score without it (fused 1, its session's best,
-            # both neighbours, the speaker bonus): at 1.0 a message of the named period ranks
-            # above every other, whatever the fusion's scale
-            tw = opts.time_weight * (1.0 + opts.session_weight + sum(opts.neighbors) + opts.speaker_weight)
-            sc = speaker_bonus(sc, in_windows(ts.tolist(), opts.windows) & np.array([r.kind == "message" for r in cand],
-                                                                                   dtype=bool), tw)
-        if opts.confidence_weight:
-            sc = _confidence(sc, np.array([float(r.confidence) for r in cand]), opts.confidence_weight)
-        if opts.recency_half_life is not None:
-            now_us = to_us(opts.now) if opts.now is not None else to_us(dt.datetime.now(dt.timezone.utc))
-            sc = recency(sc, ts, now_us, opts.recency_half_life.total_seconds() * 1e6)
-        if mode == "hybrid" and opts.calibrate:
-            sc = calibrate(sc, relevance)
-        score = dict(zip(keys, sc.tolist()))
-        ranked = [keys[i] for i in order(sc, ts.tolist(), keys)]
-        if min_score is not None:
-            ranked = [k for k in ranked if score[k] >= min_score]
-        if opts.mmr is not None and len(ranked) > 1:
-            ranked = self._mmr(f, ranked, score, opts.mmr, top_k, vecs)
-        out: list[SearchHit] = []
-        # Each search unpacks its own rows, so a hit may keep its row's memoised metadata dict.
-        for k in ranked[:top_k]:
-            r = rows[k]
-            out.append(SearchHit(
-                id=r.id, kind=r.kind, text=r.text, score=float(score[k]), time=from_us(r.ts), tenant=r.tenant,
-                user_id=r.user_id, session_id=r.session_id, category=r.category,
-                confidence=float(r.confidence), source_id=r.source_id, metadata=r.meta_dict(),
-                vector_score=vsim.get(k, 0.0), text_score=bm25.get(k, 0.0),
-            ))
-        return out
+            vecs.update(got_v)
+        idf_sum = float(sum(self._text.idf(f.tenant, terms))) if mode == "hybrid" else 0.0
+        return Candidates(rows=rows, vsim=vsim, bm25=bm25, idf_sum=idf_sum), vecs
 
     def _neighbours(self, f: Filters, rows: dict[str, Row], seeds: list[str]) -> list[Row]:
         """Message rows adjacent (sequence +-1, same session) to the seed rows that are not candidates yet."""
         have: set[tuple[str, int]] = set()
         for r in rows.values():
-            q = _sequence(r)
+            q = message_sequence(r)
             if q is not None:
                 have.add((r.session_id, q))
         out: dict[str, Row] = {}
         for k in seeds:
-            r = rows.get(k)
-            q = _sequence(r) if r is not None else None
-            if r is None or q is None:
+            seed = rows.get(k)
+            q = message_sequence(seed) if seed is not None else None
+            if seed is None or q is None:
                 continue
             for after, want in ((False, q - 1), (True, q + 1)):
-                if (r.session_id, want) in have:
+                if (seed.session_id, want) in have:
                     continue
-                have.add((r.session_id, want))
-                for n in self._text.adjacent(f, r.session_id, r.ts, after=after):
-                    if _sequence(n) == want and n.key not in rows and n.tenant == f.tenant:
+                have.add((seed.session_id, want))
+                for n in self._text.adjacent(f, seed.session_id, seed.ts, after=after):
+                    if message_sequence(n) == want and n.key not in rows and n.tenant == f.tenant:
                         out[n.key] = n
         return list(out.values())
 
