@@ -6,7 +6,8 @@
     actors
     projections
     events, providers
-    errors, _util (the floor: NumPy's BLAS thread control, the metrics port)
+    _util (NumPy's BLAS thread control, the metrics port, validation into InvalidInput)
+    errors (the floor)
 
 Every import is counted, the lazy ones inside functions included (a lazy upward import is still an
 upward edge, and it was how the one cycle we had hid).
@@ -20,7 +21,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "eidetica"
 
 # rank of each layer; a module may import its own layer or a lower rank only
-RANKS = {"errors": 0, "_util": 0, "events": 1, "providers": 1, "projections": 2, "actors": 3, "_store": 4, "memory": 5}
+RANKS = {"errors": -1, "_util": 0, "events": 1, "providers": 1, "projections": 2, "actors": 3, "_store": 4, "memory": 5}
 TOP = 6  # the Ray host, the server, the client, the cli, integrations, the package's __init__, ...
 TOP_FLOOR_MODULES = 8  # modules directly in src/eidetica (packages hold the rest)
 

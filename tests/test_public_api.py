@@ -15,6 +15,7 @@ def test_exported_names_are_pinned() -> None:
             "Memory",
             "SessionHandle",
             "MemoryConfig",
+            "SearchOptions",
             "Hit",
             "Message",
             "EventLog",

@@ -326,3 +326,17 @@ def test_now_block_resolves_ten_days_ago_against_the_given_moment(tmp_path) -> N
         block = _at(_run(_block('m.context("What did I buy 10 days ago?"'), {"m": m}), "m.context(")
     assert "helmet" in block and "2023-03-15" in block
     assert "Asked on 2023-03-25" in block
+
+
+def test_search_options_block_builds_refuses_and_searches_as_keywords_do(tmp_path) -> None:
+    """docs/search.md's ``SearchOptions`` block: one value for the ranking options, the same hits as its keywords."""
+    from eidetica.providers import HashEmbedder
+
+    with eidetica.open(tmp_path / "store", embedder=HashEmbedder(dim=64)) as m:
+        m.remember("Grace is pescatarian", "diet", user="grace")
+        m.session("trip", user="grace").append("user", "What should I eat in Kyoto? Grace eats fish, not meat.")
+        shown = _run(_block("eidetica.SearchOptions(min_score=0.5"), {"eidetica": eidetica, "m": m})
+    assert _at(shown, "strict.min_score") == (0.5, ("fact", "note"))
+    assert _at(shown, "SearchOptions().min_score") == 0.3
+    assert _at(shown, "options=strict") is True
+    assert _at(shown, "e.field") == "min_score"

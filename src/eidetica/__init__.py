@@ -11,6 +11,7 @@ from . import memory as _memory
 from ._remote.aclient import connect_async
 from ._remote.aio import AsyncMemory
 from ._remote.client import connect
+from ._store.options import SearchOptions
 from .actors import Hit, MemoryConfig, Message
 from .errors import *  # noqa: F403 - the whole flat error tree is public
 from .errors import __all__ as _errors_all
@@ -39,6 +40,7 @@ __all__ = [
     "Memory",
     "SessionHandle",
     "MemoryConfig",
+    "SearchOptions",
     "Hit",
     "Message",
     # the log

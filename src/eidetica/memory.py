@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._store import asof as _asof
 from ._store import audit as _audit
@@ -22,6 +22,7 @@ from ._store.context import CONTEXT_TOKENS
 from ._store.erasure import compact, forget_session
 from ._store.floor import floor_from_json
 from ._store.items import Items
+from ._store.options import SEARCH_OPTIONS, SearchKw, SearchOptions, ranking_kw, takes_options
 from ._store.owners import append_through_owner
 from ._store.pending import WRITE_ERROR_MODES, PendingWrites
 from ._store.searching import check_k, holds, search_hits, shown, to_hit
@@ -47,15 +48,13 @@ from .projections import LocalViews, NoteInfo, SearchHit
 from .projections._names import names_in, strip_names
 from .projections._ranking import (
     FACT_MIN_SCORE,
-    MIN_SCORE,
-    SEARCH_DEFAULTS,
-    SEARCH_KINDS,
-    check_min_score,
     default_options,
 )
 from .projections._relative import check_now
-from .projections._rows import check_kinds
 from .providers import LLM, Embedder, OfflineLLM, default_embedder
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.11
 
 __all__ = ["open", "Memory", "SessionHandle", "names_in", "strip_names"]  # SessionHandle: _store/session_handle.py
 
@@ -575,31 +574,11 @@ class Memory:
         """A search's raw hits (``_searching.search_hits``)."""
         return search_hits(self, query, **kw)
 
-    def search(
-        self,
-        query: str,
-        *,
-        user: str,
-        top_k: int = 10,
-        exclude_session: str | None = None,
-        session_id: str | None = None,
-        min_score: float = MIN_SCORE,
-        kinds: Sequence[str] = SEARCH_KINDS,
-        mode: str = "hybrid",
-        names: bool = True,
-        candidates: int = SEARCH_DEFAULTS.candidates,
-        vector_weight: float = SEARCH_DEFAULTS.vector_weight,
-        neighbors: float | tuple[float, float] = SEARCH_DEFAULTS.neighbors,
-        session_weight: float = SEARCH_DEFAULTS.session_weight,
-        mmr: float | None = None,
-        recency_half_life: dt.timedelta | None = None,
-        now: dt.datetime | str | None = None,
-        confidence_weight: float = 0.0,
-        speaker_weight: float = SEARCH_DEFAULTS.speaker_weight,
-        time_weight: float = SEARCH_DEFAULTS.time_weight,
-        fusion: str = SEARCH_DEFAULTS.fusion,
-        min_offset: int | Mapping[int, int] | None = None,
-    ) -> list[Hit]:
+    @takes_options
+    def search(self, query: str, *, user: str, top_k: int = 10, exclude_session: str | None = None,
+               session_id: str | None = None, min_offset: int | Mapping[int, int] | None = None,
+               now: dt.datetime | str | None = None, options: SearchOptions | None = None, **ranking: Unpack[SearchKw],
+               ) -> list[Hit]:
         """Search a user's conversations across sessions (optionally excluding the current one, or only one: ``session_id``).
 
         With no options this is the best configuration measured (BENCHMARKS.md): hybrid
@@ -622,7 +601,9 @@ class Memory:
         rank first; the dates leave the query text). ``fusion``: ``zscore``
         (default), ``minmax``, ``absolute`` or ``rrf``. Re-ranking: ``mmr`` (lambda, 1 = relevance only),
         ``recency_half_life`` (scores halve per half-life of age at ``now``),
-        ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it).
+        ``confidence_weight`` (0 = ignore confidence, 1 = multiply by it). ``options``: these
+        options as one ``eidetica.SearchOptions`` (its defaults are the ones above); keyword
+        options override it.
 
         ``min_offset``: answer only from views that applied the log up to this offset (an
         offset a write returned; with a partitioned log, ``{partition: offset}`` such as another
@@ -632,23 +613,19 @@ class Memory:
         check_id("user", user)
         if session_id is not None:
             check_id("session_id", session_id)
-        check_kinds(kinds)
-        check_min_score(min_score)  # before the cut is lowered for facts and notes below
+        o = options or SEARCH_OPTIONS  # resolved by @takes_options: keywords over ``options``, validated
+        kinds, min_score = o.kinds, o.min_score
         # Facts and notes pass at FACT_MIN_SCORE when the cut is higher: a user's few distilled rows
         # rarely match by chance, and a paraphrase's cosine alone ("what does Ada eat" -> "Ada is
         # vegetarian": 0.26 with MiniLM) has to pass.
-        distilled = bool({"fact", "note"} & set(kinds)) if isinstance(kinds, (list, tuple, set, frozenset)) else False
-        low = (distilled and isinstance(min_score, (int, float)) and not isinstance(min_score, bool)
-               and min_score > FACT_MIN_SCORE)
+        distilled = bool({"fact", "note"} & set(kinds)) if isinstance(kinds, tuple) else False
+        low = distilled and min_score is not None and min_score > FACT_MIN_SCORE
         hits = self._search(
-            query, top_k=2 * top_k if low else top_k, user=user, kinds=kinds, exclude_session=exclude_session,
-            session_id=session_id, min_score=FACT_MIN_SCORE if low else min_score, mode=mode,
-            names=names, candidates=candidates, vector_weight=vector_weight, neighbors=neighbors,
-            session_weight=session_weight, mmr=mmr, recency_half_life=recency_half_life, now=now,
-            confidence_weight=confidence_weight, speaker_weight=speaker_weight, time_weight=time_weight, fusion=fusion,
-            min_offset=min_offset,
+            query, top_k=2 * top_k if low else top_k, user=user, exclude_session=exclude_session,
+            session_id=session_id, now=now, min_offset=min_offset,
+            **dict(ranking_kw(o), min_score=FACT_MIN_SCORE if low else min_score),
         )
-        return [h for h in hits if not low or h.kind in ("fact", "note") or h.score >= min_score][:top_k]
+        return [h for h in hits if not low or h.kind in ("fact", "note") or h.score >= min_score][:top_k]  # type: ignore[operator]
 
     def context(self, query: str, *, user: str, max_facts: int = 10, max_tokens: int = CONTEXT_TOKENS,
                 as_data: bool = False, now: dt.datetime | str | None = None) -> Any:

@@ -19,10 +19,16 @@ def test_a_long_turn_shows_the_sentences_holding_the_query_terms() -> None:
     assert _passage(TURN, frozenset(query_terms("zebra")), 60).startswith("I'm looking for some recipes.")
 
 
-def test_one_sentence_longer_than_the_limit_is_cut_at_a_word() -> None:
+def test_one_sentence_past_the_limit_is_kept_whole_up_to_twice_it_and_cut_at_a_word_beyond() -> None:
+    # a whole sentence is what a reader (and the evidence check) needs; a list or table without a
+    # full stop is still cut, so one turn cannot take the budget
+    sentence = "I finally fixed the kitchen shelves last weekend and it is amazing how much space I have now."
+    turn = "Hello there. " + sentence + " Thanks!"
+    got = _passage(turn, frozenset(query_terms("kitchen shelves")), 60)
+    assert got == "... " + sentence + " ..."
     long = "word " * 100
     got = _passage(long.strip(), frozenset(query_terms("word")), 50)
-    assert len(got) <= 54 and got.endswith(" ...") and not got.startswith("...")
+    assert len(got) <= 104 and got.endswith(" ...") and not got.startswith("...")
 
 
 def test_snippets_of_one_session_give_way_to_other_sessions() -> None:

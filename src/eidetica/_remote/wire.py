@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import typing
 from typing import Any
+from urllib.parse import quote
 
 import msgspec
 
@@ -21,7 +22,7 @@ from .. import errors
 from .._store.floor import floor_from_json  # the facade reads the same form (min_offset)
 
 __all__ = ["STATUS", "error_body", "error_from_body", "MAX_BODY_BYTES", "MAX_IMPORT_BYTES", "WRITTEN_HEADER",
-           "floor_from_json"]
+           "floor_from_json", "q"]
 
 WRITTEN_HEADER = "eidetica-written"  # on a write's answer: the offsets it reached, {"partition": offset}
 
@@ -104,3 +105,10 @@ def error_from_body(status: int, body: Any) -> errors.EideticaError:
         return cls(*_typed(cls, list(body.get("args") or []))) if cls is not errors.EideticaError else cls(message)
     except TypeError:
         return errors.EideticaError(message)
+
+
+def q(segment: str) -> str:
+    """A path segment, escaped (ids may hold '/', '?', '#'); bad types fail on the server."""
+    if not isinstance(segment, str):
+        raise errors.InvalidInput("id", "must be a string", segment)
+    return quote(segment, safe="") or "%20"

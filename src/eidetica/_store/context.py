@@ -5,13 +5,14 @@ defaults and abstention) plus the user's standing facts; ``build`` returns it as
 ``render`` as the ``## Relevant Memory`` markdown block (format in the README):
 
 - ``### Profile``: the user's current facts of standing kinds (health and diet, home, work,
-  family, identity, preferences) and those stored with ``remember`` (whatever their category),
+  family, identity; preferences and general facts only when the question finds them) and those
+  stored with ``remember`` (whatever their category),
   the most relevant to the question first, at most ``PROFILE_SHARE`` of the budget, shown for
   any question;
 - ``### Facts`` / ``### Notes``: current facts and notes relevant to the question;
 - ``### From past conversations``: the best-ranked messages with date, speaker and session,
-  adjacent turns of one session merged into one line; a summary where it ranks above every
-  message of its session.
+  adjacent turns of one session merged into one line, a long turn by its passage that holds the
+  question's words; a summary where it ranks above every message of its session.
 
 A question about something never discussed gets the profile alone. Tokens are counted with
 ``providers.count_tokens``, headings included; a line that would pass ``max_tokens`` is left out.
@@ -33,12 +34,16 @@ CONTEXT_TOKENS = 800  # the default budget (BENCHMARKS.md: evidence delivered pe
 PROFILE_SHARE = 0.25  # of the budget, at most, for the profile
 PROFILE_CATEGORIES = frozenset({"health", "diet", "location", "work", "relationship", "identity", "preference", "preferences",
                                 "general"})
+# standing kinds shown for any question; a preference or a general fact only when the question finds it
+# (a long chat history yields dozens of "I love ..." lines that would fill the profile's share with noise)
+PROFILE_ALWAYS = frozenset({"health", "diet", "location", "work", "relationship", "identity"})
 CANDIDATES = 40  # hits asked of the one search: more than a budget of <= 1,000 tokens holds
 HEADING = "## Relevant Memory"
 TITLES = {"profile": "### Profile", "facts": "### Facts", "notes": "### Notes",
           "conversations": "### From past conversations"}
 EMPTY = "_No relevant memories._"
-PASSAGE_CHARS = 0  # a turn longer than this shows its passage that holds the query's terms (0: whole)
+PASSAGE_CHARS = 150  # a turn longer than this shows its passage that holds the query's terms (0: whole)
+PASSAGE_HARD = 2.0  # a passage's one best sentence is kept whole up to this many times the limit
 SESSION_DECAY = 1.0  # weight of a session's n-th snippet: decay ** n (1: rank order)
 
 
@@ -79,8 +84,8 @@ def _passage(text: str, terms: frozenset[str], limit: int) -> str:
             best, best_span = got, (i, j)
     i, j = best_span
     out = " ".join(p.strip() for p in parts[i:j])
-    if len(out) > limit:  # one sentence longer than the limit: its words up to it
-        out = out[:limit].rsplit(" ", 1)[0]
+    if len(out) > PASSAGE_HARD * limit:  # a sentence far past the limit (a list, a table): its words up to it
+        out = out[:int(PASSAGE_HARD * limit)].rsplit(" ", 1)[0]
     return ("... " if i > 0 else "") + out + (" ..." if j < len(parts) or len(out) < len(parts[i]) else "")
 
 
@@ -146,7 +151,8 @@ def build(m: Any, query: str, *, user: str, max_facts: int, max_tokens: int,
     relevance = {h.id: h.score for h in hits if h.kind == "fact"}
     profile_facts = sorted(  # standing kinds, and what the caller stated (remember: no session among its sources)
         (f for f in m.state.facts(m.tenant, user)
-         if f.category in PROFILE_CATEGORIES or not any(s.get("session_id") for s in f.sources)),
+         if (f.category in PROFILE_ALWAYS or (f.category in PROFILE_CATEGORIES and f.fact_id in relevance))
+         or not any(s.get("session_id") for s in f.sources)),
         key=lambda f: (-relevance.get(f.fact_id, 0.0), -f.confidence, -f.updated.timestamp(), f.fact_id),
     )
     facts = [h for h in hits if h.kind == "fact"]

@@ -4,41 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from fastapi import APIRouter
 from fastapi.responses import Response
+from pydantic import Field, create_model
 
 from ..._store.context import CONTEXT_TOKENS
+from ..._store.options import OPTION_FIELDS, SEARCH_OPTIONS, SearchOptions
 from ...memory import Memory
-from ...projections._ranking import MIN_SCORE, SEARCH_KINDS
 from .common import Api, _Body, _json, _set
 
 __all__ = ["router"]
 
 
-class SearchIn(_Body):
-    """A cross-session search of one user's conversations (options as ``Memory.search``)."""
+def _option_fields() -> dict[str, Any]:
+    """``SearchOptions``' fields as model fields: its defaults, and its JSON schema for /docs.
 
-    query: Any = None
-    user: Any = None
-    top_k: Any = 10
-    exclude_session: Any = None
-    session_id: Any = None
-    min_score: Any = MIN_SCORE
-    kinds: Any = SEARCH_KINDS
-    mode: Any = "hybrid"
-    names: Any = True
-    candidates: Any = 50
-    vector_weight: Any = None
-    neighbors: Any = 0.0
-    session_weight: Any = 0.0
-    mmr: Any = None
-    recency_half_life: float | None = None
-    now: Any = None  # checked by the facade (InvalidInput field now, ISO strings), as embedded
-    confidence_weight: Any = 0.0
-    speaker_weight: Any = 0.0
-    time_weight: Any = None
-    fusion: Any = None
-    min_offset: Any = None
+    Typed ``Any``: the facade validates (``InvalidInput`` naming the field, 400), as embedded.
+    """
+    props = msgspec.json.schema(SearchOptions)["$defs"]["SearchOptions"]["properties"]
+    out: dict[str, Any] = {}
+    for name in OPTION_FIELDS:
+        default = getattr(SEARCH_OPTIONS, name)
+        extra = {k: v for k, v in props[name].items() if k != "default"}
+        if name == "recency_half_life":  # seconds on this wire (older clients send them so)
+            default, extra = None, {"anyOf": [{"type": "number", "exclusiveMinimum": 0}, {"type": "null"}]}
+        if isinstance(default, tuple):
+            default = list(default)
+        out[name] = (Any, Field(default=default, json_schema_extra=extra))
+    return out
+
+
+SearchIn = create_model(  # a cross-session search of one user's conversations (options as ``Memory.search``)
+    "SearchIn", __base__=_Body, __doc__="A cross-session search of one user's conversations (options as ``Memory.search``).",
+    query=(Any, None), user=(Any, None), top_k=(Any, 10), exclude_session=(Any, None), session_id=(Any, None),
+    now=(Any, None),  # checked by the facade (InvalidInput field now, ISO strings), as embedded
+    min_offset=(Any, None), **_option_fields(),
+)
 
 
 class ContextIn(_Body):
@@ -65,13 +67,10 @@ def router(api: Api) -> APIRouter:
         return _json(sorted(m.participant_names(user)))
 
     @r.post("/v1/search", tags=["search"])
-    def search(body: SearchIn, m: Memory = M) -> Response:
+    def search(body: SearchIn, m: Memory = M) -> Response:  # type: ignore[valid-type]
         """Search a user's conversations across sessions (hybrid vector + full text)."""
-        kw = _set(body)
-        for pair in ("kinds", "neighbors"):  # JSON arrays: the facade's tuples
-            if isinstance(kw.get(pair), list):
-                kw[pair] = tuple(kw[pair])
-        if kw.get("vector_weight", 0) is None:
+        kw = _set(body)  # the fields sent; the facade's defaults (SearchOptions') apply to the rest
+        if kw.get("vector_weight", 0) is None:  # null: the default, as this route always took it
             kw.pop("vector_weight")
         return _json(m.search(kw.pop("query", None), user=kw.pop("user", None), **kw))
 

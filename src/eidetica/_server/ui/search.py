@@ -8,13 +8,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from ..._remote.wire import error_body
+from ..._store.options import SEARCH_OPTIONS
 from ...errors import InvalidInput
 from ...memory import Memory
 from .pages import Pages
 
-__all__ = ["router", "SEARCH_KINDS"]
+__all__ = ["router", "SEARCH_KINDS", "defaults"]
 
-SEARCH_KINDS = ("message", "summary", "fact", "note")
+SEARCH_KINDS = ("message", "summary", "fact", "note")  # the boxes offered (``kinds`` of search)
 
 
 def router(ui: Pages) -> APIRouter:
@@ -32,13 +33,10 @@ def router(ui: Pages) -> APIRouter:
 def _search(m: Memory, request: Request) -> dict[str, Any]:
     """The playground's form values and, when a question was asked, the hits."""
     q = request.query_params
-    form = {
-        "q": q.get("q", ""), "user": q.get("user", ""), "op": q.get("op", "search"),
-        "top_k": q.get("top_k", "10"), "min_score": q.get("min_score", ""), "mode": q.get("mode", "hybrid"),
-        "fusion": q.get("fusion", ""), "session_id": q.get("session_id", ""),
-        "exclude_session": q.get("exclude_session", ""), "category": q.get("category", ""),
-        "kinds": q.getlist("kinds") or ["message", "summary"],
-    }
+    form = defaults()
+    form.update({k: q[k] for k in form if k != "kinds" and k in q})
+    if q.get("q"):  # an asked form: unchecked boxes are kinds left out
+        form["kinds"] = q.getlist("kinds")
     users = m.state.users(m.tenant)[:1000]
     data: dict[str, Any] = {"form": form, "users": users, "kinds_all": SEARCH_KINDS, "hits": None, "error": None}
     if form["q"]:
@@ -49,14 +47,23 @@ def _search(m: Memory, request: Request) -> dict[str, Any]:
     return data
 
 
+def defaults() -> dict[str, Any]:
+    """The form as first shown: ``search``'s own defaults (``SearchOptions``), so it finds what ``search()`` finds."""
+    d = SEARCH_OPTIONS
+    return {
+        "q": "", "user": "", "op": "search", "top_k": "10",
+        "min_score": "" if d.min_score is None else f"{d.min_score:g}", "mode": d.mode, "fusion": d.fusion,
+        "session_id": "", "exclude_session": "", "category": "", "kinds": list(d.kinds or SEARCH_KINDS),
+    }
+
+
 def _hits(m: Memory, form: dict[str, Any]) -> list[Any]:
     """Run the playground's call with its options."""
     top_k = _number("top_k", form["top_k"], int)
     if form["op"] == "recall":
         return m.recall(form["q"], top_k, user=form["user"], category=form["category"] or None)
-    kw: dict[str, Any] = {"top_k": top_k, "kinds": tuple(form["kinds"]), "mode": form["mode"]}
-    if form["min_score"] != "":
-        kw["min_score"] = _number("min_score", form["min_score"], float)
+    kw: dict[str, Any] = {"top_k": top_k, "kinds": tuple(form["kinds"]), "mode": form["mode"],
+                          "min_score": None if form["min_score"] == "" else _number("min_score", form["min_score"], float)}
     for name in ("fusion", "session_id", "exclude_session"):
         if form[name]:
             kw[name] = form[name]
