@@ -38,7 +38,7 @@ test-fast: install
 # The fast tier (under a minute on an idle 2-core machine): the layers below the facade, without
 # Ray, server processes, crash loops or a browser (tests/conftest.py marks `server`, `ray` and
 # `browser` by directory and fixture). `make test` runs everything.
-UNIT := tests/events tests/providers tests/projections tests/actors tests/test_layers.py tests/test_public_api.py
+UNIT := tests/events tests/providers tests/projections tests/actors tests/test_layers.py tests/test_house.py tests/test_public_api.py
 UNIT_MARKS := not slow and not ray and not crash and not server and not browser
 
 test-unit: install

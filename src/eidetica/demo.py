@@ -28,6 +28,56 @@ def load_sample() -> dict[str, Any]:
     return json.loads(resources.files("eidetica").joinpath("data/demo.json").read_text(encoding="utf-8"))
 
 
+def _ingest(m: Any, sample: dict[str, Any], console: Console) -> tuple[int, int]:
+    """Store the sample's sessions, facts, notes and schedules that are not stored yet: (ingested, total) messages."""
+    total = sum(len(s["messages"]) for u in sample["users"].values() for s in u["sessions"])
+    ingested = 0
+    with Progress(console=console, transient=True) as bar:
+        task = bar.add_task("ingesting conversations", total=total)
+        for user, data in sample["users"].items():
+            for sess in data["sessions"]:
+                handle = m.session(sess["id"], user=user)
+                start = dt.datetime.fromisoformat(sess["date"])
+                if len(handle) < len(sess["messages"]):  # re-runs skip what is stored
+                    handle.extend([
+                        {"role": role, "content": text, "time": start + dt.timedelta(minutes=2 * i),
+                         "metadata": {"turn": f"{sess['id']}#{i}"}}
+                        for i, (role, text) in enumerate(sess["messages"])
+                    ][len(handle):])
+                    ingested += len(sess["messages"])
+                bar.advance(task, len(sess["messages"]))
+            # every fact ever stored (superseded ones too): a re-run must not replay old values
+            known = {f.content for f in m.state.facts(sample["tenant"], user, include_inactive=True)}
+            for content, category in data["facts"]:
+                if content not in known:
+                    m.remember(content, category, user=user)
+            if not any(True for _ in m.state.notes(sample["tenant"], user)):
+                for note in data["notes"]:
+                    m.store_note(note, user=user)
+        if m.schedules.count() == 0:
+            for user, name, cadence, expr in sample["schedules"]:
+                try:
+                    m.schedules.create(name, cadence, expr, user=user)
+                except Exception:  # noqa: BLE001 - a one-shot in the past on a later run
+                    m.schedules.create(name, "interval", 86400, user=user)
+    return ingested, total
+
+
+def _history(m: Any, sample: dict[str, Any]) -> Table | str:
+    """The facts that changed (reinforced or superseded) with their events, as a table."""
+    hist = Table(title="facts that changed: reinforced or superseded, with their history")
+    hist.add_column("fact")
+    hist.add_column("status")
+    hist.add_column("history")
+    for user in sample["users"]:
+        for f in m.state.facts(sample["tenant"], user, include_inactive=True):
+            if f.status == "superseded" or len(m.state.fact_history(sample["tenant"], f.fact_id)) > 1:
+                events = m.state.fact_history(sample["tenant"], f.fact_id)
+                hist.add_row(escape(f"{user}: {f.content}"), f.status,
+                             escape("\n".join(f"{when:%Y-%m-%d} {kind} {detail}" for when, kind, detail in events)))
+    return hist if hist.row_count else "[dim]no fact changed in this sample[/]"
+
+
 def run_demo(path: Path, embedder: Any, console: Console) -> dict[str, float]:
     """Ingest the sample into ``path`` (skipping what is already there) and print what memory returns."""
     from . import memory
@@ -39,36 +89,7 @@ def run_demo(path: Path, embedder: Any, console: Console) -> dict[str, float]:
     timings["open store"] = time.perf_counter() - t
     try:
         t = time.perf_counter()
-        total = sum(len(s["messages"]) for u in sample["users"].values() for s in u["sessions"])
-        ingested = 0
-        with Progress(console=console, transient=True) as bar:
-            task = bar.add_task("ingesting conversations", total=total)
-            for user, data in sample["users"].items():
-                for sess in data["sessions"]:
-                    handle = m.session(sess["id"], user=user)
-                    start = dt.datetime.fromisoformat(sess["date"])
-                    if len(handle) < len(sess["messages"]):  # re-runs skip what is stored
-                        handle.extend([
-                            {"role": role, "content": text, "time": start + dt.timedelta(minutes=2 * i),
-                             "metadata": {"turn": f"{sess['id']}#{i}"}}
-                            for i, (role, text) in enumerate(sess["messages"])
-                        ][len(handle):])
-                        ingested += len(sess["messages"])
-                    bar.advance(task, len(sess["messages"]))
-                # every fact ever stored (superseded ones too): a re-run must not replay old values
-                known = {f.content for f in m.state.facts(sample["tenant"], user, include_inactive=True)}
-                for content, category in data["facts"]:
-                    if content not in known:
-                        m.remember(content, category, user=user)
-                if not any(True for _ in m.state.notes(sample["tenant"], user)):
-                    for note in data["notes"]:
-                        m.store_note(note, user=user)
-            if m.schedules.count() == 0:
-                for user, name, cadence, expr in sample["schedules"]:
-                    try:
-                        m.schedules.create(name, cadence, expr, user=user)
-                    except Exception:  # noqa: BLE001 - a one-shot in the past on a later run
-                        m.schedules.create(name, "interval", 86400, user=user)
+        ingested, total = _ingest(m, sample, console)
         timings["ingest"] = time.perf_counter() - t
         console.print(f"[bold]Ingested[/] {ingested} messages ({total - ingested} already stored) "
                       f"for {len(sample['users'])} users in {timings['ingest']:.1f} s\n")
@@ -112,18 +133,9 @@ def run_demo(path: Path, embedder: Any, console: Console) -> dict[str, float]:
         console.print(Panel(escape(ctx), title="context(): ready for a system prompt", expand=False))
 
         t = time.perf_counter()
-        hist = Table(title="facts that changed: reinforced or superseded, with their history")
-        hist.add_column("fact")
-        hist.add_column("status")
-        hist.add_column("history")
-        for user in sample["users"]:
-            for f in m.state.facts(sample["tenant"], user, include_inactive=True):
-                if f.status == "superseded" or len(m.state.fact_history(sample["tenant"], f.fact_id)) > 1:
-                    events = m.state.fact_history(sample["tenant"], f.fact_id)
-                    hist.add_row(escape(f"{user}: {f.content}"), f.status,
-                                 escape("\n".join(f"{when:%Y-%m-%d} {kind} {detail}" for when, kind, detail in events)))
+        changed = _history(m, sample)
         timings["fact history"] = time.perf_counter() - t
-        console.print(hist if hist.row_count else "[dim]no fact changed in this sample[/]")
+        console.print(changed)
 
         due = m.schedules.due(dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc))
         console.print("[bold]Schedules due by 2026-12-01:[/] " + escape(", ".join(f"{x.name} ({x.user_id})" for x in due)))

@@ -13,8 +13,8 @@ import pytest
 
 from eidetica.errors import EventIdConflict, InvalidInput
 from eidetica.events import ArrowLog
+from eidetica.events._partition import _IdIndex
 from eidetica.events.arrow_log import CHECKPOINT_MAGIC, CHECKPOINT_NAME, CheckpointWarning
-from eidetica.events.log import _IdIndex
 from tests.contracts.log import all_events, msg
 from tests.support import ROOT
 

@@ -15,6 +15,7 @@ import uuid
 import pytest
 
 from eidetica.events import ArrowLog, NewEvent
+from eidetica.events import _segments as segments_module
 from eidetica.events import arrow_log as arrow_log_module
 from tests.support._powerloss import PowerLossOs
 
@@ -54,6 +55,7 @@ def test_every_acknowledged_event_survives_a_power_cut_at_every_boundary(tmp_pat
     root = tmp_path / "log"
     fs = PowerLossOs(str(root))  # the log directory: its own existence is taken as given
     monkeypatch.setattr(arrow_log_module, "os", fs)
+    monkeypatch.setattr(segments_module, "os", fs)  # the segment writes and fsync_dir live there
     acked_order: list[uuid.UUID] = []
     real_append = ArrowLog.append
 

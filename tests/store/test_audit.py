@@ -17,6 +17,7 @@ import pytest
 import eidetica
 from eidetica.errors import InvalidInput, NotFound
 from eidetica.providers import HashEmbedder
+from tests.support import cli
 from tests.support.clock import T0, Clock
 
 AGE30, AGE31 = "I am 30 years old.", "I am 31 years old."  # near-duplicates the offline checker calls contradictory
@@ -94,8 +95,7 @@ def test_cli_why(tmp_path) -> None:
     store = tmp_path / "store"
     with eidetica.open(store, embedder=HashEmbedder(dim=64)) as m:
         fid = m.remember("Likes hiking", user="u")
-    out = subprocess.run([sys.executable, "-m", "eidetica.cli", "why", fid, "--user", "u", "--path", str(store),
-                          "--model", "hash-64"], capture_output=True, text=True, timeout=300)
+    out = cli.run("why", fid, "--user", "u", "--path", str(store), "--model", "hash-64")  # in process: no interpreter start
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["content"] == "Likes hiking"
 
@@ -390,8 +390,7 @@ def test_cli_as_of(tmp_path) -> None:
         m.remember("Plays the violin", user="u")
 
     def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "eidetica.cli", *args, "--user", "u", "--path", str(store),
-                               "--model", "hash-64"], capture_output=True, text=True, timeout=300)
+        return cli.run(*args, "--user", "u", "--path", str(store), "--model", "hash-64")  # in process: no interpreter start
 
     now = run("list", "--json")
     past = run("list", "--json", "--as-of", str(then))
@@ -460,8 +459,7 @@ def test_reextract_killed_halfway_and_run_again_ends_like_one_run(tmp_path) -> N
 def test_cli_reextract(tmp_path) -> None:
     store = tmp_path / "store"
     _seed(store)
-    out = subprocess.run([sys.executable, "-m", "eidetica.cli", "reextract", "--llm", "offline", "--user", "u",
-                          "--path", str(store), "--model", "hash-64"], capture_output=True, text=True, timeout=300)
+    out = cli.run("reextract", "--llm", "offline", "--user", "u", "--path", str(store), "--model", "hash-64")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == {"asserted": 0, "kept": 6, "retracted": 0}  # the same rules: nothing changes
 

@@ -12,7 +12,8 @@ import sys
 
 from _crash_child import event  # noqa: E402 - run as a script from tests/support/
 
-from eidetica.events import ArrowLog, arrow_log
+from eidetica.events import ArrowLog
+from eidetica.events import _segments as arrow_log  # the segment writes (_write_all) live there
 
 
 def main() -> None:

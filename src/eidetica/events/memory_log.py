@@ -6,7 +6,8 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog, _BatchEntry
+from ._partition import _BatchEntry
+from .log import DEFAULT_MAX_PAYLOAD_BYTES, BatchLog
 
 __all__ = ["InMemoryLog"]
 
@@ -25,7 +26,7 @@ class InMemoryLog(BatchLog):
 
     def redact(self, offsets: dict[int, set[int]]) -> dict[str, int]:
         """Replace the payloads at these offsets with ``Redacted`` markers, in place (nothing is on disk)."""
-        from .arrow_log import _redact_batch  # the one rewrite of a batch, shared with ArrowLog
+        from ._segments import _redact_batch  # the one rewrite of a batch, shared with ArrowLog
 
         redacted = 0
         for p, wanted in offsets.items():

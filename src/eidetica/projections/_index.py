@@ -24,31 +24,8 @@ another partition, but older than the delete, is not inserted. Applying a batch 
 replaying from any older checkpoint, therefore converges to the same rows, and a rebuild
 from offset 0 equals the incrementally built index.
 
-Scores (``SearchHit.score``)
-----------------------------
-Ranking is not done here: ``_ranking`` holds it as pure functions over the candidates'
-arrays, driven by one ``SearchOptions``. This module asks the engines for candidates
-(``candidates`` of each), scores every candidate on both sides when ``rescore`` is on (a row
-only one engine proposed gets its real cosine from its stored vector, or its exact BM25),
-fetches the messages adjacent to the best candidates when ``neighbors`` is on, and hands the
-arrays to ``_ranking``.
-
-Query text: ``stopwords`` (default on) drops English question and function words from the
-BM25 query (all terms are kept when nothing else is left). Then (``SearchOptions``; all off in
-a bare ``SearchOptions()``, on in ``_ranking.SEARCH_DEFAULTS``, what ``Memory.search`` uses):
-``neighbors`` (a weight, or a (previous, next) pair) adds that share of the adjacent
-messages' scores (same session, ``sequence`` +-1; the neighbours of the 5 best candidates of
-each engine join the candidates) and ``session_weight`` that share of the session's best score
-(a summary counts for its session); ``speaker_weight`` adds that much to a message whose
-speaker (``_ranking.speaker_of``: metadata ``"name"``, a ``"Name: "`` label, or the user
-themself) is one of ``speakers``; ``time_weight`` adds that share of the most a message can score
-without it (1 + ``session_weight`` + both neighbour shares + ``speaker_weight``) to a message
-whose time is in one of ``windows`` (dates the query named): at 1 it ranks above every other; ``confidence_weight`` c multiplies by
-``1 - c + c * confidence``; ``recency_half_life`` h multiplies by ``0.5 ** (age / h)`` (age at
-``now``); ``calibrate`` (default on) rescales hybrid scores to the best candidate's absolute
-relevance (``_ranking.calibrate``), so they compare across queries; ``min_score`` applies to
-the result; ``mmr`` (lambda) re-orders the best ``4 x top_k`` by maximal marginal relevance.
-Ties are broken by recency (newer ``time`` first), then key.
+Scores (``SearchHit.score``): ``_candidates`` gathers a search's candidates from the engines,
+``_ranking.fuse`` ranks them (the options are described in ``_candidates``).
 
 BM25 is computed exactly from the live statistics of the query's tenant (see
 ``_tantivy``), so deleted documents and other tenants never influence a score, and a
@@ -76,29 +53,11 @@ from ..errors import DimensionMismatch, InvalidInput
 from ..events import RecordedEvent
 from ..events import types as ev
 from ._base import Projection, SearchHit, atomic_write_json, read_json
+from ._candidates import gather, mmr_order
 from ._lance import LanceChunks
 from ._maintenance import du
 from ._marks import Marks
-from ._ranking import (
-    SearchOptions,
-    absolute_relevance,
-    calibrate,
-    check_min_score,
-    in_windows,
-    linear,
-    minmax,
-    order,
-    recency,
-    restriction_bonus,
-    rrf,
-    smooth,
-    speaker_bonus,
-    speaker_of,
-    text_share,
-    zscore,
-)
-from ._ranking import confidence as _confidence
-from ._ranking import mmr as _mmr_pick
+from ._ranking import SearchOptions, check_min_score, fuse
 from ._rebuild import BulkRebuild
 from ._rows import Filters, Pred, Row, from_us, make_key, pack_meta, to_us, vectors_of
 from ._tantivy import TantivyChunks, analyze, query_terms
@@ -115,7 +74,6 @@ _HANDLED = frozenset({
     "MessageRetracted",
 })
 FORMAT = 1
-_SEEDS = 5  # best candidates per side whose adjacent messages join the candidates (neighbors > 0)
 
 
 # UserForgotten on a user's facts / notes / schedules stream deletes rows of that kind only
@@ -139,14 +97,6 @@ class _Batch:
 
     def empty(self) -> bool:
         return not (self.pending or self.deletes or self.confs)
-
-
-def _sequence(r: Row) -> int | None:
-    """A message row's ``sequence`` (from its metadata), None for other rows."""
-    if r.kind != "message" or not r.session_id:
-        return None
-    q = r.meta_dict().get("sequence")
-    return q if isinstance(q, int) and not isinstance(q, bool) else None
 
 
 class ChunkIndex(BulkRebuild, Projection):
@@ -527,11 +477,11 @@ class ChunkIndex(BulkRebuild, Projection):
             # the two sides at once: BM25 on the pool, the vector side here
             fut = self._executor().submit(self._text.search, f, terms, fetch)
             try:
-                vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
+                vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)  # type: ignore[arg-type]  # set: mode is not "text"
             finally:
                 txt_hits = fut.result()
         elif mode in ("hybrid", "vector"):  # hybrid without a searchable term: the vector side alone
-            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)
+            vec_hits = self._lance.vector_search(qvec, f.sql(), fetch, exact=narrow, filters=f)  # type: ignore[arg-type]  # set: mode is not "text"
         else:
             txt_hits = self._text.search(f, terms, fetch)
         return self._ranked(mode, f, vec_hits, txt_hits, n, top_k, min_score, opts, qvec, terms)
@@ -585,110 +535,13 @@ class ChunkIndex(BulkRebuild, Projection):
         qvec: np.ndarray | None = None,
         terms: Sequence[str] = (),
     ) -> list[SearchHit]:
+        """Gather the candidates (engine I/O), rank them (``_ranking.fuse``, pure), re-order by MMR, make hits."""
         opts = opts or SearchOptions()
-        vsim = {k: 1.0 - float(d) for k, d in vec_hits}
-        rows: dict[str, Row] = {}
-        bm25: dict[str, float] = {}
-        for s, r in txt_hits:
-            bm25[r.key] = s
-            rows[r.key] = r
-        missing = [k for k in vsim if k not in rows]
-        if missing:
-            # from the scan's memory when it answered the vector side (a Tantivy fetch by key costs
-            # more than the rest of the fusion), the rest from Tantivy
-            got = self._lance.scans.fetch(f.tenant, missing)
-            rows.update(got)
-            missing = [k for k in missing if k not in got]
-        if missing:
-            rows.update(self._text.fetch(f.tenant, missing))
-        # (a key missing from Tantivy was written to LanceDB mid-apply: dropped)
-        rows = {k: r for k, r in rows.items() if r.tenant == f.tenant}
-        vecs: dict[str, np.ndarray] = {}
-        need: list[str] = []  # rows whose stored vectors this search needs
-        if any(opts.neighbors):
-            # The messages next to the best candidates join the candidates (an answer often
-            # shares no word with the question it follows), scored like any other row.
-            seeds = [k for k, _ in sorted(vsim.items(), key=lambda x: -x[1])[:_SEEDS]]
-            seeds += [k for k, _ in sorted(bm25.items(), key=lambda x: -x[1])[:_SEEDS]]
-            extra = self._neighbours(f, rows, list(dict.fromkeys(seeds)))
-            if extra:
-                if mode != "vector":
-                    for r, sc in zip(extra, self._text.score(f.tenant, terms, extra)):
-                        bm25[r.key] = sc
-                if mode != "text" and qvec is not None:
-                    need = [r.key for r in extra]
-                rows.update((r.key, r) for r in extra)
-        if mode == "hybrid" and opts.rescore:
-            # Score the whole union on both sides: a row one engine missed gets its real
-            # cosine / BM25 rather than 0 (its exact BM25 is usually 0: it matched no term).
-            only_v = [k for k in vsim if k not in bm25 and k in rows]
-            for k, sc in zip(only_v, self._text.score(f.tenant, terms, [rows[k] for k in only_v])):
-                bm25[k] = sc
-            if qvec is not None:
-                need += [k for k in bm25 if k not in vsim]
-        if need and qvec is not None:
-            # the neighbours' and the text-only rows' vectors in one lookup (each costs a query)
-            got = self._lance.vectors(f.tenant, need)
-            qn = qvec / (float(np.linalg.norm(qvec)) or 1.0)
-            sqrt = np.sqrt
-            for k, v in got.items():
-                # sqrt(v.dot(v)) is what np.linalg.norm computes for a vector, without its dispatch
-                vsim[k] = float(qn.dot(v) / (float(sqrt(v.dot(v))) or 1.0))
-            vecs.update(got)
-        if mode == "hybrid":
-            keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]
-            v = np.array([vsim.get(k, 0.0) for k in keys])
-            t = text_share(np.array([bm25.get(k, 0.0) for k in keys]), sum(self._text.idf(f.tenant, terms)))
-            # absolute relevance, on one scale for every query: what ``calibrate`` scales to
-            relevance = absolute_relevance(v, t)
-            if opts.fusion == "minmax":
-                nv = dict(zip(vsim, minmax(np.fromiter(vsim.values(), np.float64, len(vsim)))))
-                nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
-                sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
-                            opts.vector_weight)
-            elif opts.fusion == "zscore":
-                # each side standardised over the candidates, the fused score back on [0, 1]
-                sc = minmax(linear(zscore(v), zscore(np.array([bm25.get(k, 0.0) for k in keys])), opts.vector_weight))
-            else:
-                sc = linear(np.clip(v, 0.0, 1.0), t, opts.vector_weight) if opts.fusion == "absolute" else rrf(v, t)
-        elif mode == "vector":
-            keys = [k for k in vsim if k in rows]
-            sc = np.array([vsim[k] for k in keys], dtype=np.float64)
-        else:
-            best = max(bm25.values(), default=1.0) or 1.0
-            keys = [k for k in bm25 if k in rows]
-            sc = np.array([bm25[k] / best for k in keys], dtype=np.float64)
-        cand = [rows[k] for k in keys]
-        ts = np.array([r.ts for r in cand], dtype=np.int64)
-        if any(opts.neighbors) or opts.session_weight:
-            sc = smooth(sc, [r.session_id for r in cand], [_sequence(r) for r in cand], opts.neighbors,
-                        opts.session_weight)
-        if opts.speaker_weight and opts.speakers:
-            names = opts.speakers
-            sc = speaker_bonus(sc, np.array([r.kind == "message" and speaker_of(r.meta_dict(), r.text) in names
-                                             for r in cand]),
-                               opts.speaker_weight)
-        sc = restriction_bonus(sc, [r.text for r in cand], opts)
-        if opts.time_weight and opts.windows:
-            # in units of the most a message can score without it (fused 1, its session's best,
-            # both neighbours, the speaker bonus): at 1.0 a message of the named period ranks
-            # above every other, whatever the fusion's scale
-            tw = opts.time_weight * (1.0 + opts.session_weight + sum(opts.neighbors) + opts.speaker_weight)
-            sc = speaker_bonus(sc, in_windows(ts.tolist(), opts.windows) & np.array([r.kind == "message" for r in cand],
-                                                                                   dtype=bool), tw)
-        if opts.confidence_weight:
-            sc = _confidence(sc, np.array([float(r.confidence) for r in cand]), opts.confidence_weight)
-        if opts.recency_half_life is not None:
-            now_us = to_us(opts.now) if opts.now is not None else to_us(dt.datetime.now(dt.timezone.utc))
-            sc = recency(sc, ts, now_us, opts.recency_half_life.total_seconds() * 1e6)
-        if mode == "hybrid" and opts.calibrate:
-            sc = calibrate(sc, relevance)
-        score = dict(zip(keys, sc.tolist()))
-        ranked = [keys[i] for i in order(sc, ts.tolist(), keys)]
-        if min_score is not None:
-            ranked = [k for k in ranked if score[k] >= min_score]
+        cands, vecs = gather(self._lance, self._text, mode, f, vec_hits, txt_hits, opts, qvec, terms)
+        ranked, score = fuse(mode, cands, opts, min_score)
         if opts.mmr is not None and len(ranked) > 1:
-            ranked = self._mmr(f, ranked, score, opts.mmr, top_k, vecs)
+            ranked = mmr_order(self._lance, f, ranked, score, opts.mmr, top_k, vecs)
+        rows, vsim, bm25 = cands.rows, cands.vsim, cands.bm25
         out: list[SearchHit] = []
         # Each search unpacks its own rows, so a hit may keep its row's memoised metadata dict.
         for k in ranked[:top_k]:
@@ -700,47 +553,6 @@ class ChunkIndex(BulkRebuild, Projection):
                 vector_score=vsim.get(k, 0.0), text_score=bm25.get(k, 0.0),
             ))
         return out
-
-    def _neighbours(self, f: Filters, rows: dict[str, Row], seeds: list[str]) -> list[Row]:
-        """Message rows adjacent (sequence +-1, same session) to the seed rows that are not candidates yet."""
-        have: set[tuple[str, int]] = set()
-        for r in rows.values():
-            q = _sequence(r)
-            if q is not None:
-                have.add((r.session_id, q))
-        out: dict[str, Row] = {}
-        for k in seeds:
-            r = rows.get(k)
-            q = _sequence(r) if r is not None else None
-            if r is None or q is None:
-                continue
-            for after, want in ((False, q - 1), (True, q + 1)):
-                if (r.session_id, want) in have:
-                    continue
-                have.add((r.session_id, want))
-                for n in self._text.adjacent(f, r.session_id, r.ts, after=after):
-                    if _sequence(n) == want and n.key not in rows and n.tenant == f.tenant:
-                        out[n.key] = n
-        return list(out.values())
-
-    def _mmr(self, f: Filters, order: list[str], score: dict[str, float], lam: float, top_k: int,
-             vecs: dict[str, np.ndarray]) -> list[str]:
-        """Maximal marginal relevance over the best ``4 x top_k`` rows.
-
-        Greedy: next = argmax lam x relevance - (1 - lam) x (max cosine to the rows chosen so
-        far), relevance = score / best score. The rows after the chosen ones keep their order.
-        """
-        pool = order[: max(4 * top_k, top_k + 10)]
-        need = [k for k in pool if k not in vecs]
-        if need:
-            vecs = {**vecs, **self._lance.vectors(f.tenant, need)}
-        pool = [k for k in pool if k in vecs]
-        if len(pool) < 2:
-            return order
-        chosen = _mmr_pick(np.array([score[k] for k in pool]), np.stack([vecs[k] for k in pool]), lam, top_k)
-        picked = [pool[i] for i in chosen]
-        taken = set(picked)
-        return picked + [k for k in order if k not in taken]
 
     # -- inspection (tests, tools) -----------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

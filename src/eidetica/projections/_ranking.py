@@ -15,17 +15,19 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 import numpy as np
 
 from ..errors import InvalidInput
+from ._rows import Row, message_sequence, to_us
 
 __all__ = [
     "SearchOptions", "SEARCH_DEFAULTS", "SEARCH_KINDS", "default_options", "MIN_SCORE", "FACT_MIN_SCORE", "SELF", "speaker_label", "speaker_of", "VECTOR_WEIGHT", "minmax", "linear", "smooth", "speaker_bonus", "confidence", "recency",
     "order", "mmr", "calibrate", "absolute_relevance", "text_share", "rrf", "time_windows", "in_windows", "zscore",
-    "check_min_score", "AVOID", "RESTRICTION", "RESTRICTION_TERMS", "restriction_bonus",
+    "check_min_score", "AVOID", "RESTRICTION", "RESTRICTION_TERMS", "restriction_bonus", "Candidates", "fuse",
 ]
 
 VECTOR_WEIGHT = 0.7
@@ -421,3 +423,87 @@ def mmr(rel: np.ndarray, vecs: np.ndarray, lam: float, top_k: int) -> list[int]:
         left.remove(i)
         best_sim = np.maximum(best_sim, sims[i])
     return chosen
+
+
+@dataclass
+class Candidates:
+    """One search's candidates as the engines gave them (``ChunkIndex`` gathers them; ``fuse`` ranks them)."""
+
+    rows: dict[str, Row]  # key -> row, of the query's tenant only
+    vsim: dict[str, float] = field(default_factory=dict)  # key -> cosine to the query vector
+    bm25: dict[str, float] = field(default_factory=dict)  # key -> exact BM25 of the query terms
+    idf_sum: float = 0.0  # the query terms' summed idf: the scale of ``text_share`` (hybrid)
+
+
+def _fused(mode: str, c: Candidates, opts: SearchOptions) -> tuple[list[str], np.ndarray, np.ndarray | None]:
+    """The candidates' keys, their fused scores and (hybrid) absolute relevance, before any bonus."""
+    vsim, bm25, rows = c.vsim, c.bm25, c.rows
+    relevance: np.ndarray | None = None
+    sc: np.ndarray
+    if mode == "hybrid":
+        # (a set's order: RRF's ranks of tied scores follow it)
+        keys = [k for k in (vsim.keys() | bm25.keys()) if k in rows]
+        v = np.array([vsim.get(k, 0.0) for k in keys])
+        t = text_share(np.array([bm25.get(k, 0.0) for k in keys]), c.idf_sum)
+        # absolute relevance, on one scale for every query: what ``calibrate`` scales to
+        relevance = absolute_relevance(v, t)
+        if opts.fusion == "minmax":
+            nv = dict(zip(vsim, minmax(np.fromiter(vsim.values(), np.float64, len(vsim)))))
+            nt = dict(zip(bm25, minmax(np.fromiter(bm25.values(), np.float64, len(bm25)))))
+            sc = linear(np.array([nv.get(k, 0.0) for k in keys]), np.array([nt.get(k, 0.0) for k in keys]),
+                        opts.vector_weight)
+        elif opts.fusion == "zscore":
+            # each side standardised over the candidates, the fused score back on [0, 1]
+            sc = minmax(linear(zscore(v), zscore(np.array([bm25.get(k, 0.0) for k in keys])), opts.vector_weight))
+        else:
+            sc = linear(np.clip(v, 0.0, 1.0), t, opts.vector_weight) if opts.fusion == "absolute" else rrf(v, t)
+    elif mode == "vector":
+        keys = [k for k in vsim if k in rows]
+        sc = np.array([vsim[k] for k in keys], dtype=np.float64)
+    else:
+        best = max(bm25.values(), default=1.0) or 1.0
+        keys = [k for k in bm25 if k in rows]
+        sc = np.array([bm25[k] / best for k in keys], dtype=np.float64)
+    return keys, sc, relevance
+
+
+def fuse(mode: str, c: Candidates, opts: SearchOptions,
+         min_score: float | None = None) -> tuple[list[str], dict[str, float]]:
+    """Rank the candidates: (keys best first, those under ``min_score`` dropped; key -> score). No I/O.
+
+    ``mode`` is ``hybrid`` (both sides fused by ``opts.fusion``), ``vector`` (cosine) or ``text``
+    (BM25 over the best); then smoothing, the speaker, time-window, restriction, confidence and
+    recency terms, ``calibrate`` (hybrid), the order of ``order``. ``mmr`` is not applied here: it
+    needs the rows' vectors (``ChunkIndex`` re-orders what this returns).
+    """
+    keys, sc, relevance = _fused(mode, c, opts)
+    cand = [c.rows[k] for k in keys]
+    ts = np.array([r.ts for r in cand], dtype=np.int64)
+    if any(opts.neighbors) or opts.session_weight:
+        sc = smooth(sc, [r.session_id for r in cand], [message_sequence(r) for r in cand], opts.neighbors,
+                    opts.session_weight)
+    if opts.speaker_weight and opts.speakers:
+        names = opts.speakers
+        sc = speaker_bonus(sc, np.array([r.kind == "message" and speaker_of(r.meta_dict(), r.text) in names
+                                         for r in cand]),
+                           opts.speaker_weight)
+    sc = restriction_bonus(sc, [r.text for r in cand], opts)
+    if opts.time_weight and opts.windows:
+        # in units of the most a message can score without it (fused 1, its session's best,
+        # both neighbours, the speaker bonus): at 1.0 a message of the named period ranks
+        # above every other, whatever the fusion's scale
+        tw = opts.time_weight * (1.0 + opts.session_weight + sum(opts.neighbors) + opts.speaker_weight)
+        sc = speaker_bonus(sc, in_windows(ts.tolist(), opts.windows) & np.array([r.kind == "message" for r in cand],
+                                                                               dtype=bool), tw)
+    if opts.confidence_weight:
+        sc = confidence(sc, np.array([float(r.confidence) for r in cand]), opts.confidence_weight)
+    if opts.recency_half_life is not None:
+        now_us = to_us(opts.now) if opts.now is not None else to_us(dt.datetime.now(dt.timezone.utc))
+        sc = recency(sc, ts, now_us, opts.recency_half_life.total_seconds() * 1e6)
+    if mode == "hybrid" and opts.calibrate and relevance is not None:
+        sc = calibrate(sc, relevance)
+    score = dict(zip(keys, sc.tolist()))
+    ranked = [keys[i] for i in order(sc, ts.tolist(), keys)]
+    if min_score is not None:
+        ranked = [k for k in ranked if score[k] >= min_score]
+    return ranked, score

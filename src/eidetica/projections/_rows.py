@@ -20,7 +20,8 @@ import numpy as np
 
 from ..errors import InvalidInput
 
-__all__ = ["Row", "Pred", "Filters", "sql_str", "make_key", "to_us", "from_us", "term_value", "SEP", "KINDS", "check_kinds"]
+__all__ = ["Row", "Pred", "Filters", "sql_str", "make_key", "to_us", "from_us", "term_value", "SEP", "KINDS", "check_kinds",
+           "message_sequence"]
 
 KINDS = ("message", "summary", "fact", "note", "item")  # what a row (a searchable chunk) can be
 
@@ -115,6 +116,14 @@ class Row(msgspec.Struct, kw_only=True, dict=True):
         if out is None:
             out = memo["_meta"] = _decode_meta(self.metadata)
         return out
+
+
+def message_sequence(r: Row) -> int | None:
+    """A message row's ``sequence`` (from its metadata), None for other rows."""
+    if r.kind != "message" or not r.session_id:
+        return None
+    q = r.meta_dict().get("sequence")
+    return q if isinstance(q, int) and not isinstance(q, bool) else None
 
 
 def _decode_meta(blob: bytes) -> dict[str, Any]:

@@ -52,6 +52,50 @@ def quantize_blocks(wt: np.ndarray, block: int = INT8_BLOCK) -> tuple[np.ndarray
     return q.astype(np.uint8), scale.reshape(-1).astype(np.float32), zero.reshape(-1).astype(np.uint8)
 
 
+def _constants(hidden: int, heads: int, head_dim: int) -> dict[str, np.ndarray]:
+    """The graph's small constants, by name."""
+    return {
+        "c_0": np.array([0], np.int64),
+        "c_1": np.array([1], np.int64),
+        "c_2": np.array([2], np.int64),
+        "c_one": np.array(1.0, np.float32),
+        "c_mask": np.array(-10000.0, np.float32),
+        "c_sqrt_d": np.array(math.sqrt(head_dim), np.float32),
+        "c_sqrt_2": np.array(math.sqrt(2.0), np.float32),
+        "c_half": np.array(0.5, np.float32),
+        "c_heads": np.array([0, 0, heads, head_dim], np.int64),
+        "c_hidden": np.array([0, 0, hidden], np.int64),
+    }
+
+
+def _serialize(nodes: list[Any], small: list[Any], external: dict[str, np.ndarray], hidden: int, int8: bool) -> bytes:
+    """The model around ``nodes``: the big weights as external-data placeholders (filled in memory at load)."""
+    from onnx import TensorProto, helper
+
+    placeholders = []
+    for name, arr in external.items():
+        t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=arr.shape, data_location=TensorProto.EXTERNAL)
+        for key, value in (("location", "eidetica-in-memory"), ("offset", "0"), ("length", str(arr.nbytes))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+        placeholders.append(t)
+    graph = helper.make_graph(
+        nodes,
+        "bert_mean_pooling",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
+        ],
+        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", hidden])],
+        initializer=small + placeholders,
+    )
+    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid("com.microsoft", 1)] if int8 else [])
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="eidetica")
+    model.ir_version = 8  # the oldest IR with opset 17, read by every onnxruntime that runs it
+    out: bytes = model.SerializeToString()
+    return out
+
+
 def build_bert_graph(
     weights: dict[str, np.ndarray], cfg: dict[str, Any], int8: bool = False
 ) -> tuple[bytes, dict[str, np.ndarray]]:
@@ -107,18 +151,7 @@ def build_bert_graph(
     def layer_norm(x: str, name: str) -> str:
         return op("LayerNormalization", [x, big(name + ".weight", w(name + ".weight")), big(name + ".bias", w(name + ".bias"))], axis=-1, epsilon=eps)
 
-    consts: dict[str, np.ndarray] = {
-        "c_0": np.array([0], np.int64),
-        "c_1": np.array([1], np.int64),
-        "c_2": np.array([2], np.int64),
-        "c_one": np.array(1.0, np.float32),
-        "c_mask": np.array(-10000.0, np.float32),
-        "c_sqrt_d": np.array(math.sqrt(head_dim), np.float32),
-        "c_sqrt_2": np.array(math.sqrt(2.0), np.float32),
-        "c_half": np.array(0.5, np.float32),
-        "c_heads": np.array([0, 0, heads, head_dim], np.int64),
-        "c_hidden": np.array([0, 0, hidden], np.int64),
-    }
+    consts = _constants(hidden, heads, head_dim)
     for cname, cvalue in consts.items():
         const(cname, cvalue)
 
@@ -157,24 +190,4 @@ def build_bert_graph(
     count = op("Max", [op("ReduceSum", [m, "c_1"], keepdims=0), "c_one"])
     nodes.append(helper.make_node("Div", [total, count], ["pooled"], name="pooled"))
 
-    placeholders = []
-    for name, arr in external.items():
-        t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=arr.shape, data_location=TensorProto.EXTERNAL)
-        for key, value in (("location", "eidetica-in-memory"), ("offset", "0"), ("length", str(arr.nbytes))):
-            entry = t.external_data.add()
-            entry.key, entry.value = key, value
-        placeholders.append(t)
-    graph = helper.make_graph(
-        nodes,
-        "bert_mean_pooling",
-        [
-            helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", "seq"]),
-            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, ["batch", "seq"]),
-        ],
-        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", hidden])],
-        initializer=small + placeholders,
-    )
-    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid("com.microsoft", 1)] if int8 else [])
-    model = helper.make_model(graph, opset_imports=opsets, producer_name="eidetica")
-    model.ir_version = 8  # the oldest IR with opset 17, read by every onnxruntime that runs it
-    return model.SerializeToString(), external
+    return _serialize(nodes, small, external, hidden, int8), external
