@@ -51,14 +51,16 @@ def agent(fig: dict[str, Any], out: Path) -> Path:
 
 
 def budget(fig: dict[str, Any], out: Path) -> Path:
-    """The block's share of evidence against max_tokens, the default marked."""
+    """The block's share of evidence against max_tokens, one line per benchmark, the default marked."""
     plt = _plt()
     f, ax = plt.subplots(figsize=(6, 3.4))
-    ax.plot(fig["tokens"], fig["share"], marker="o", label="LoCoMo dev")
+    for series in fig["series"]:
+        ax.plot(series["tokens"], series["share"], marker="o", label=series["name"])
     ax.axvline(fig["default"], color="gray", linestyle="dotted", label=f"default ({fig['default']})")
+    ax.set_xscale("log")
     ax.set_xlabel("context(max_tokens=...)")
     ax.set_ylabel("share of evidence turns")
-    ax.set_ylim(0.5, 0.9)
+    ax.set_ylim(0.4, 1.0)
     ax.set_title(fig["name"], fontsize=9)
     ax.legend(fontsize=8)
     return _save(f, out / "front_budget.png")
