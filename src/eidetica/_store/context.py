@@ -70,7 +70,8 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 def _passage(text: str, terms: frozenset[str], limit: int) -> str:
     """The run of whole sentences of ``text`` within ``limit`` characters that holds the most query
     terms (the first such run; ``text`` itself when it fits): a long turn shows where it answers,
-    not its head. "..." marks a cut."""
+    not its head. Its first sentence is whole even past ``limit``, up to ``PASSAGE_HARD`` times it;
+    "..." marks a cut."""
     if limit <= 0 or len(text) <= limit or not terms:
         return text
     parts = [p for p in _SENTENCE_END.split(text) if p.strip()]
@@ -86,8 +87,9 @@ def _passage(text: str, terms: frozenset[str], limit: int) -> str:
             best, best_span = got, (i, j)
     i, j = best_span
     out = " ".join(p.strip() for p in parts[i:j])
-    if len(out) > PASSAGE_HARD * limit:  # a sentence far past the limit (a list, a table): its words up to it
-        out = out[:int(PASSAGE_HARD * limit)].rsplit(" ", 1)[0]
+    hard = int(PASSAGE_HARD * limit)
+    if len(out) > hard:  # a sentence far past the limit (a list, a table): its words up to it
+        out = out[:hard].rsplit(" ", 1)[0]
     return ("... " if i > 0 else "") + out + (" ..." if j < len(parts) or len(out) < len(parts[i]) else "")
 
 
